@@ -1,0 +1,63 @@
+/* Shared by every kernel: storage dtypes and strided 4-D indexing.
+
+   f16 and bf16 are storage formats: values are loaded into f32, computed in f32 and
+   rounded once on store (NVIDIA's OpenCL has no cl_khr_fp16; vload_half/vstore_half are core).
+   The host picks the dtype with -D DTYPE_F32 / DTYPE_F16 / DTYPE_BF16 / DTYPE_U8. */
+#ifndef CLKIT_COMMON_H
+#define CLKIT_COMMON_H
+
+inline float bf16_to_f32(ushort b) { return as_float((uint)b << 16); }
+
+inline float4 bf16x4_to_f32(ushort4 b) { return as_float4(convert_uint4(b) << 16); }
+
+/* Round to nearest even; NaN stays NaN (quieted) instead of rounding into infinity. */
+inline ushort f32_to_bf16(float f)
+{
+    uint u = as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (ushort)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (ushort)(u >> 16);
+}
+
+inline ushort4 f32x4_to_bf16(float4 f)
+{
+    return (ushort4)(f32_to_bf16(f.x), f32_to_bf16(f.y), f32_to_bf16(f.z), f32_to_bf16(f.w));
+}
+
+#if defined(DTYPE_F32)
+typedef float elem_t;
+#define LOAD(p, i) ((p)[i])
+#define STORE(p, i, v) ((p)[i] = (v))
+#define LOAD4(p, i) vload4(0, (p) + (i))
+#define STORE4(p, i, v) vstore4((v), 0, (p) + (i))
+#elif defined(DTYPE_F16)
+typedef half elem_t;
+#define LOAD(p, i) vload_half((i), (p))
+#define STORE(p, i, v) vstore_half_rte((v), (i), (p))
+#define LOAD4(p, i) vload_half4(0, (p) + (i))
+#define STORE4(p, i, v) vstore_half4_rte((v), 0, (p) + (i))
+#elif defined(DTYPE_BF16)
+typedef ushort elem_t;
+#define LOAD(p, i) bf16_to_f32((p)[i])
+#define STORE(p, i, v) ((p)[i] = f32_to_bf16(v))
+#define LOAD4(p, i) bf16x4_to_f32(vload4(0, (p) + (i)))
+#define STORE4(p, i, v) vstore4(f32x4_to_bf16(v), 0, (p) + (i))
+#elif defined(DTYPE_U8)
+typedef uchar elem_t;
+#define LOAD(p, i) ((float)(p)[i])
+#define STORE(p, i, v) ((p)[i] = convert_uchar_sat_rte(v))
+#endif
+
+/* Element offset of the i-th element (row-major order) of a 4-D view. */
+inline long strided_offset(long i, long4 shape, long4 strides)
+{
+    long c3 = i % shape.s3;
+    i /= shape.s3;
+    long c2 = i % shape.s2;
+    i /= shape.s2;
+    long c1 = i % shape.s1;
+    i /= shape.s1;
+    return i * strides.s0 + c1 * strides.s1 + c2 * strides.s2 + c3 * strides.s3;
+}
+
+#endif

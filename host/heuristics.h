@@ -1,0 +1,37 @@
+/* Launch heuristics: pure functions of device properties, unit-tested with the property
+   sets of real devices (tests/test_heuristics.c). */
+#ifndef CLKIT_HEURISTICS_H
+#define CLKIT_HEURISTICS_H
+
+#include "clkit.h"
+
+/* Work-items one compute unit keeps resident (NVIDIA SM threads, AMD CU waves x width). */
+unsigned clkit_threads_per_cu(const struct clkit_device_props *p);
+
+/* Work-groups of `wg` work-items, using `local_bytes` local memory each and `regs_per_item`
+   registers (0: unknown), that one compute unit holds at once; at least 1. */
+unsigned clkit_occupancy(const struct clkit_device_props *p, size_t wg, uint64_t local_bytes,
+                         unsigned regs_per_item);
+
+/* Work-group size for a 1-D streaming kernel: a multiple of the warp width, within
+   `kernel_limit` (the built kernel's CL_KERNEL_WORK_GROUP_SIZE; 0: the device limit). */
+size_t clkit_stream_wg(const struct clkit_device_props *p, size_t kernel_limit);
+
+/* Number of work-groups for a streaming kernel over `items` work-items of groups of `wg`:
+   enough to fill the device several times over, never more than the work needs. */
+size_t clkit_stream_groups(const struct clkit_device_props *p, uint64_t items, size_t wg);
+
+/* Softmax: how a row of n elements is spread over a work-group. */
+typedef struct clkit_softmax_plan {
+    unsigned team;       /* work-items that share one row (a power of two) */
+    unsigned rows;       /* rows per work-group; team * rows = work-group size */
+    unsigned items;      /* elements each work-item holds on chip (power of two) */
+    int online;          /* 1: row too long for chip, two-pass online path */
+} clkit_softmax_plan;
+
+clkit_softmax_plan clkit_softmax_heuristic(const struct clkit_device_props *p, int64_t n);
+
+/* Persistent grid: work-groups = compute units x occupancy, never more than the tasks. */
+size_t clkit_persistent_groups(const struct clkit_device_props *p, unsigned occupancy, uint64_t tasks);
+
+#endif

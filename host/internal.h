@@ -1,0 +1,101 @@
+/* Internal interfaces shared by the host files; nothing here is public API. */
+#ifndef CLKIT_INTERNAL_H
+#define CLKIT_INTERNAL_H
+
+#include "clkit.h"
+#include "heuristics.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+
+typedef struct clkit_program clkit_program;
+
+struct clkit_context {
+    cl_platform_id platform;
+    cl_device_id device;
+    cl_context cl;
+    cl_command_queue queue;
+    struct clkit_device_props props;
+    bool profiling;
+    char build_base[256];     /* -cl-std and device macros, appended to every build */
+    char *cache_dir;          /* NULL: no on-disk binary cache */
+    clkit_program *programs;  /* in-memory program cache, most recent first */
+    bool recording;           /* between clkit_profile_begin and _end */
+    cl_event first_event, last_event;
+    char error[8192];
+};
+
+/* ---- errors and logging (context.c) ---- */
+enum { CLKIT_LOG_ERROR = 1, CLKIT_LOG_WARN, CLKIT_LOG_INFO, CLKIT_LOG_DEBUG };
+void clkit_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Records a message on ctx (if any) and returns status, so callers can `return clkit_fail(...)`. */
+clkit_status clkit_fail(clkit_context *ctx, clkit_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+clkit_status clkit_cl_fail(clkit_context *ctx, cl_int err, const char *what);
+const char *clkit_cl_error_name(cl_int err);
+/* Clears the last error; every public entry point calls it first. */
+void clkit_clear_error(clkit_context *ctx);
+
+/* ---- programs (program.c) ---- */
+/* Kernel `name` from cl/`file` built with `options` (plus the device's base options):
+   from the in-memory cache, the on-disk binary cache, or compiled now. The kernel object
+   belongs to the cache; do not release it. */
+clkit_status clkit_get_kernel(clkit_context *ctx, const char *file, const char *name,
+                              const char *options, cl_kernel *kernel);
+void clkit_programs_release(clkit_context *ctx);
+/* The text of cl/`file` with its #include "x.h" lines expanded; caller frees. */
+char *clkit_kernel_source(const char *file);
+/* Default cache dir from the environment; caller frees; NULL when none can be derived. */
+char *clkit_default_cache_dir(void);
+
+/* ---- launching (launch.c) ---- */
+/* Sets kernel arguments from (size, pointer) pairs: clkit_set_args(ctx, k, 2, sizeof a, &a, ...). */
+clkit_status clkit_set_args(clkit_context *ctx, cl_kernel k, int count, ...);
+clkit_status clkit_launch(clkit_context *ctx, cl_kernel k, cl_uint dims, const size_t *global,
+                          const size_t *local);
+/* Elementwise launch over n same-shaped tensors: "<base>_dense" when every view is dense,
+   with (buffer, element offset) per tensor then the element count; else "<base>_strided" with
+   (buffer, offset, long4 strides) per tensor then long4 shape and the count. `nextra`
+   (size, pointer) pairs follow as further arguments. A grid-stride launch sized by the
+   streaming heuristics. */
+clkit_status clkit_launch_pointwise(clkit_context *ctx, const char *file, const char *base,
+                                    const char *options, int n, const clkit_tensor *const *ts,
+                                    int nextra, ...);
+/* Work-group size limit of a built kernel on this device. */
+size_t clkit_kernel_wg_limit(clkit_context *ctx, cl_kernel k);
+/* Local and private memory of a built kernel, bytes. */
+void clkit_kernel_mem(clkit_context *ctx, cl_kernel k, uint64_t *local, uint64_t *priv);
+
+/* ---- tensor checks (tensor.c) ---- */
+/* Dtype sets for clkit_check_tensor. */
+#define CLKIT_DT(t) (1u << (t))
+#define CLKIT_DT_FLOAT (CLKIT_DT(CLKIT_F32) | CLKIT_DT(CLKIT_F16) | CLKIT_DT(CLKIT_BF16))
+#define CLKIT_DT_ANY 0x3fu
+
+/* NULL, buffer, ndim in [min_ndim, max_ndim], dtype in `dtypes`, shape >= 0, offset aligned,
+   byte range inside the buffer, no 64-bit overflow. */
+clkit_status clkit_check_tensor(clkit_context *ctx, const clkit_tensor *t, const char *name,
+                                int min_ndim, int max_ndim, unsigned dtypes);
+clkit_status clkit_check_same_shape(clkit_context *ctx, const clkit_tensor *a, const char *an,
+                                    const clkit_tensor *b, const char *bn);
+/* An output must not write one element twice (a zero or interleaving stride). */
+clkit_status clkit_check_output(clkit_context *ctx, const clkit_tensor *out, const char *name);
+/* out may not overlap in. With allow_alias, out may be exactly in (same buffer, offset,
+   strides and dtype): the in-place case of elementwise ops. */
+clkit_status clkit_check_disjoint(clkit_context *ctx, const clkit_tensor *out, const char *on,
+                                  const clkit_tensor *in, const char *in_name, bool allow_alias);
+int64_t clkit_numel(const clkit_tensor *t);
+const char *clkit_dtype_macro(clkit_dtype t);
+
+/* A view normalised for kernels: 4 dims, leading ones padded, offset in elements. */
+typedef struct clkit_view {
+    cl_long4 shape, strides;
+    cl_long offset;
+} clkit_view;
+
+/* Views of n same-shaped tensors with dims merged where every tensor is contiguous across
+   them and size-1 dims dropped, so a contiguous tensor becomes 1-D with stride 1. */
+void clkit_views(int n, const clkit_tensor *const *ts, clkit_view *views, int *ndim);
+bool clkit_view_is_dense(const clkit_view *v, int ndim);
+
+#endif

@@ -1,0 +1,153 @@
+/* Kernel arguments, launches and the profiling span between clkit_profile_begin/_end. */
+#include "internal.h"
+
+#include <stdio.h>
+
+static clkit_status set_arg(clkit_context *ctx, cl_kernel k, cl_uint i, size_t size,
+                            const void *value)
+{
+    cl_int err = clSetKernelArg(k, i, size, value);
+    if (err == CL_SUCCESS) return CLKIT_OK;
+    return clkit_fail(ctx, CLKIT_ERR_OPENCL, "clSetKernelArg(%u) failed with %s", i,
+                      clkit_cl_error_name(err));
+}
+
+static clkit_status set_args_v(clkit_context *ctx, cl_kernel k, cl_uint first, int count,
+                               va_list ap)
+{
+    clkit_status s = CLKIT_OK;
+    for (int i = 0; i < count && !s; i++) {
+        size_t size = va_arg(ap, size_t);
+        const void *value = va_arg(ap, const void *);
+        s = set_arg(ctx, k, first + (cl_uint)i, size, value);
+    }
+    return s;
+}
+
+clkit_status clkit_set_args(clkit_context *ctx, cl_kernel k, int count, ...)
+{
+    va_list ap;
+    va_start(ap, count);
+    clkit_status s = set_args_v(ctx, k, 0, count, ap);
+    va_end(ap);
+    return s;
+}
+
+clkit_status clkit_launch_pointwise(clkit_context *ctx, const char *file, const char *base,
+                                    const char *options, int n, const clkit_tensor *const *ts,
+                                    int nextra, ...)
+{
+    clkit_view v[8];
+    int ndim;
+    clkit_views(n, ts, v, &ndim);
+    bool dense = true;
+    for (int i = 0; i < n; i++) dense = dense && clkit_view_is_dense(&v[i], ndim);
+    char name[64];
+    snprintf(name, sizeof name, "%s_%s", base, dense ? "dense" : "strided");
+    cl_kernel k;
+    clkit_status s = clkit_get_kernel(ctx, file, name, options, &k);
+    cl_uint arg = 0;
+    for (int i = 0; i < n && !s; i++) {
+        s = set_arg(ctx, k, arg++, sizeof(cl_mem), &ts[i]->buffer);
+        if (!s) s = set_arg(ctx, k, arg++, sizeof(cl_long), &v[i].offset);
+        if (!s && !dense) s = set_arg(ctx, k, arg++, sizeof(cl_long4), &v[i].strides);
+    }
+    cl_long count = clkit_numel(ts[0]);
+    if (!s && !dense) s = set_arg(ctx, k, arg++, sizeof(cl_long4), &v[0].shape);
+    if (!s) s = set_arg(ctx, k, arg++, sizeof count, &count);
+    if (!s) {
+        va_list ap;
+        va_start(ap, nextra);
+        s = set_args_v(ctx, k, arg, nextra, ap);
+        va_end(ap);
+    }
+    if (s) return s;
+    size_t wg = clkit_stream_wg(&ctx->props, clkit_kernel_wg_limit(ctx, k));
+    uint64_t items = dense ? ((uint64_t)count + 3) / 4 : (uint64_t)count;
+    size_t global = clkit_stream_groups(&ctx->props, items, wg) * wg;
+    return clkit_launch(ctx, k, 1, &global, &wg);
+}
+
+clkit_status clkit_launch(clkit_context *ctx, cl_kernel k, cl_uint dims, const size_t *global,
+                          const size_t *local)
+{
+    cl_event ev = NULL;
+    cl_int err = clEnqueueNDRangeKernel(ctx->queue, k, dims, NULL, global, local, 0, NULL,
+                                        ctx->recording ? &ev : NULL);
+    if (err != CL_SUCCESS) {
+        char name[128] = "?";
+        clGetKernelInfo(k, CL_KERNEL_FUNCTION_NAME, sizeof name, name, NULL);
+        name[sizeof name - 1] = 0;
+        return clkit_fail(ctx, err == CL_OUT_OF_RESOURCES ? CLKIT_ERR_OUT_OF_MEMORY : CLKIT_ERR_OPENCL,
+                          "launching %s (global %zu, local %zu) failed with %s", name,
+                          global[0], local ? local[0] : 0, clkit_cl_error_name(err));
+    }
+    if (ev) {
+        if (!ctx->first_event) {
+            ctx->first_event = ev;
+            clRetainEvent(ev);
+        }
+        if (ctx->last_event) clReleaseEvent(ctx->last_event);
+        ctx->last_event = ev;
+    }
+    return CLKIT_OK;
+}
+
+size_t clkit_kernel_wg_limit(clkit_context *ctx, cl_kernel k)
+{
+    size_t wg = 0;
+    if (clGetKernelWorkGroupInfo(k, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL) !=
+            CL_SUCCESS || wg == 0)
+        wg = ctx->props.max_work_group;
+    return wg < ctx->props.max_work_group ? wg : ctx->props.max_work_group;
+}
+
+void clkit_kernel_mem(clkit_context *ctx, cl_kernel k, uint64_t *local, uint64_t *priv)
+{
+    cl_ulong l = 0, p = 0;
+    clGetKernelWorkGroupInfo(k, ctx->device, CL_KERNEL_LOCAL_MEM_SIZE, sizeof l, &l, NULL);
+    clGetKernelWorkGroupInfo(k, ctx->device, CL_KERNEL_PRIVATE_MEM_SIZE, sizeof p, &p, NULL);
+    *local = l;
+    *priv = p;
+}
+
+static void drop_events(clkit_context *ctx)
+{
+    if (ctx->first_event) clReleaseEvent(ctx->first_event);
+    if (ctx->last_event) clReleaseEvent(ctx->last_event);
+    ctx->first_event = ctx->last_event = NULL;
+}
+
+clkit_status clkit_profile_begin(clkit_context *ctx)
+{
+    if (!ctx) return CLKIT_ERR_NULL_ARGUMENT;
+    clkit_clear_error(ctx);
+    if (!ctx->profiling)
+        return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED,
+                          "profiling needs a queue made with profiling on (clkit_options.profiling)");
+    drop_events(ctx);
+    ctx->recording = true;
+    return CLKIT_OK;
+}
+
+clkit_status clkit_profile_end(clkit_context *ctx, double *ms)
+{
+    if (!ctx || !ms) return CLKIT_ERR_NULL_ARGUMENT;
+    clkit_clear_error(ctx);
+    *ms = 0;
+    if (!ctx->recording) return clkit_fail(ctx, CLKIT_ERR_INVALID_VALUE, "no clkit_profile_begin");
+    ctx->recording = false;
+    if (!ctx->first_event) return CLKIT_OK;
+    cl_int err = clWaitForEvents(1, &ctx->last_event);
+    cl_ulong start = 0, end = 0;
+    if (err == CL_SUCCESS)
+        err = clGetEventProfilingInfo(ctx->first_event, CL_PROFILING_COMMAND_START, sizeof start,
+                                      &start, NULL);
+    if (err == CL_SUCCESS)
+        err = clGetEventProfilingInfo(ctx->last_event, CL_PROFILING_COMMAND_END, sizeof end, &end,
+                                      NULL);
+    drop_events(ctx);
+    if (err != CL_SUCCESS) return clkit_cl_fail(ctx, err, "clGetEventProfilingInfo");
+    *ms = end > start ? (double)(end - start) * 1e-6 : 0.0;
+    return CLKIT_OK;
+}

@@ -1,0 +1,382 @@
+/* Programs: kernel sources (embedded or $CLKIT_KERNEL_DIR), builds specialised by options,
+   an in-memory cache per context and an on-disk binary cache shared by processes.
+
+   Disk entries are named by a hash of everything that can change the binary (clkit version,
+   platform, device, driver, source text, options), written to a temporary file and renamed
+   into place, so readers see a whole file or none; two writers of one entry write the same
+   bytes. Each file carries its payload's length and hash: a truncated or corrupt entry is
+   ignored and rebuilt, never loaded. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+typedef struct clkit_embedded_source {
+    const char *name;
+    const char *text;
+} clkit_embedded_source;
+extern const clkit_embedded_source clkit_embedded_sources[];
+
+typedef struct kernel_slot {
+    char name[64];
+    cl_kernel kernel;
+} kernel_slot;
+
+struct clkit_program {
+    clkit_program *next;
+    char *file, *options;
+    cl_program program;
+    kernel_slot kernels[8];
+};
+
+static const char binary_magic[8] = {'C', 'L', 'K', 'I', 'T', 'B', 'N', '1'};
+
+/* ---- sources ---- */
+
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = NULL;
+    long n = -1;
+    if (fseek(f, 0, SEEK_END) == 0) n = ftell(f);
+    if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1))) {
+        if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
+            free(buf);
+            buf = NULL;
+        } else {
+            buf[n] = 0;
+            if (len) *len = (size_t)n;
+        }
+    }
+    fclose(f);
+    return buf;
+}
+
+static char *raw_source(const char *file)
+{
+    const char *dir = getenv("CLKIT_KERNEL_DIR");
+    if (dir && *dir) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, file);
+        char *text = read_file(path, NULL);
+        if (text) return text;
+        clkit_log(CLKIT_LOG_WARN, "CLKIT_KERNEL_DIR: cannot read %s, using the embedded copy", path);
+    }
+    for (const clkit_embedded_source *s = clkit_embedded_sources; s->name; s++)
+        if (strcmp(s->name, file) == 0) return strdup(s->text);
+    return NULL;
+}
+
+/* Appends src to *buf, growing it. */
+static int append(char **buf, size_t *len, size_t *cap, const char *src, size_t n)
+{
+    if (*len + n + 1 > *cap) {
+        size_t c = (*cap + n + 1) * 2;
+        char *b = realloc(*buf, c);
+        if (!b) return -1;
+        *buf = b;
+        *cap = c;
+    }
+    memcpy(*buf + *len, src, n);
+    *len += n;
+    (*buf)[*len] = 0;
+    return 0;
+}
+
+/* Expands #include "x.h" from the same source set: embedded sources have no directory that
+   the OpenCL compiler could search. Depth-limited against include cycles. */
+static char *expand(const char *file, int depth)
+{
+    char *raw = raw_source(file);
+    if (!raw || depth > 8) {
+        free(raw);
+        return NULL;
+    }
+    char *out = NULL;
+    size_t len = 0, cap = 0;
+    int bad = append(&out, &len, &cap, "", 0);
+    for (const char *line = raw; *line && !bad;) {
+        const char *eol = strchr(line, '\n');
+        size_t n = eol ? (size_t)(eol - line) + 1 : strlen(line);
+        char inc[128];
+        if (sscanf(line, "#include \"%127[^\"]\"", inc) == 1) {
+            char *sub = expand(inc, depth + 1);
+            bad = !sub || append(&out, &len, &cap, sub, strlen(sub)) ||
+                  append(&out, &len, &cap, "\n", 1);
+            free(sub);
+        } else {
+            bad = append(&out, &len, &cap, line, n);
+        }
+        line += n;
+    }
+    free(raw);
+    if (bad) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+char *clkit_kernel_source(const char *file)
+{
+    return expand(file, 0);
+}
+
+/* ---- disk cache ---- */
+
+char *clkit_default_cache_dir(void)
+{
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    char path[4096];
+    if (xdg && *xdg)
+        snprintf(path, sizeof path, "%s/clkit", xdg);
+    else if (home && *home)
+        snprintf(path, sizeof path, "%s/.cache/clkit", home);
+    else
+        return NULL;
+    return strdup(path);
+}
+
+static void entry_path(const clkit_context *ctx, const char *source, const char *options,
+                       char *path, size_t n)
+{
+    XXH3_state_t st;
+    XXH3_128bits_reset(&st);
+    const struct clkit_device_props *p = &ctx->props;
+    const char *parts[] = {CLKIT_VERSION_STRING, p->platform, p->name, p->driver,
+                           p->device_version, ctx->build_base, options, source};
+    for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
+        XXH3_128bits_update(&st, parts[i], strlen(parts[i]) + 1);
+    XXH128_hash_t h = XXH3_128bits_digest(&st);
+    snprintf(path, n, "%s/%016llx%016llx.clbin", ctx->cache_dir, (unsigned long long)h.high64,
+             (unsigned long long)h.low64);
+}
+
+static int mkdir_p(const char *dir)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s", dir);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(tmp, 0755) && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    return (mkdir(tmp, 0755) && errno != EEXIST) ? -1 : 0;
+}
+
+/* The payload of a valid entry, or NULL (missing, short, corrupt: all the same to callers). */
+static unsigned char *load_entry(const char *path, size_t *size)
+{
+    size_t len = 0;
+    unsigned char *buf = (unsigned char *)read_file(path, &len);
+    if (!buf) return NULL;
+    uint64_t n = 0, hash = 0;
+    if (len >= 24 && memcmp(buf, binary_magic, 8) == 0) {
+        memcpy(&n, buf + 8, 8);
+        memcpy(&hash, buf + 16, 8);
+    }
+    if (len < 24 || n != len - 24 || XXH3_64bits(buf + 24, n) != hash) {
+        clkit_log(CLKIT_LOG_WARN, "ignoring corrupt cache entry %s", path);
+        free(buf);
+        return NULL;
+    }
+    memmove(buf, buf + 24, n);
+    *size = n;
+    return buf;
+}
+
+static void store_entry(const clkit_context *ctx, const char *path, const unsigned char *bin,
+                        size_t n)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.XXXXXX", path);
+    int fd = -1;
+    if (mkdir_p(ctx->cache_dir) == 0) fd = mkstemp(tmp);
+    if (fd < 0) {
+        clkit_log(CLKIT_LOG_WARN, "cannot write the binary cache in %s: %s", ctx->cache_dir,
+                  strerror(errno));
+        return;
+    }
+    uint64_t len = n, hash = XXH3_64bits(bin, n);
+    FILE *f = fdopen(fd, "wb");
+    int ok = f && fwrite(binary_magic, 1, 8, f) == 8 && fwrite(&len, 8, 1, f) == 1 &&
+             fwrite(&hash, 8, 1, f) == 1 && fwrite(bin, 1, n, f) == n;
+    if (f) ok = (fclose(f) == 0) && ok;
+    else close(fd);
+    if (!ok || rename(tmp, path) != 0) {
+        clkit_log(CLKIT_LOG_WARN, "cannot write cache entry %s", path);
+        unlink(tmp);
+    }
+}
+
+/* ---- building ---- */
+
+static clkit_status build_log_fail(clkit_context *ctx, cl_program prog, const char *file,
+                                   const char *options)
+{
+    size_t n = 0;
+    clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &n);
+    char *log = calloc(n + 1, 1);
+    if (log) clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, n, log, NULL);
+    clkit_status s = clkit_fail(ctx, CLKIT_ERR_BUILD, "%s with '%s':\n%s", file, options,
+                                log ? log : "(no build log)");
+    free(log);
+    return s;
+}
+
+static cl_program from_binary(clkit_context *ctx, const char *path, const char *opts)
+{
+    size_t n = 0;
+    unsigned char *bin = load_entry(path, &n);
+    if (!bin) return NULL;
+    cl_int st, err;
+    const unsigned char *b = bin;
+    cl_program prog = clCreateProgramWithBinary(ctx->cl, 1, &ctx->device, &n, &b, &st, &err);
+    free(bin);
+    if (prog && clBuildProgram(prog, 1, &ctx->device, opts, NULL, NULL) == CL_SUCCESS) return prog;
+    clkit_log(CLKIT_LOG_WARN, "cache entry %s does not load on this driver; rebuilding", path);
+    if (prog) clReleaseProgram(prog);
+    return NULL;
+}
+
+static void save_binary(clkit_context *ctx, cl_program prog, const char *path)
+{
+    size_t n = 0;
+    if (clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof n, &n, NULL) != CL_SUCCESS || !n)
+        return;
+    unsigned char *bin = malloc(n);
+    if (bin && clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) == CL_SUCCESS)
+        store_entry(ctx, path, bin, n);
+    free(bin);
+}
+
+/* Appends "file<TAB>options" to $CLKIT_BUILD_LOG: CI replays every recorded build through the
+   offline AMD compiler. */
+static void record_build(const char *file, const char *options)
+{
+    const char *log = getenv("CLKIT_BUILD_LOG");
+    FILE *f = log && *log ? fopen(log, "a") : NULL;
+    if (!f) return;
+    fprintf(f, "%s\t%s\n", file, options);
+    fclose(f);
+}
+
+static clkit_status build(clkit_context *ctx, const char *file, const char *options,
+                          cl_program *out)
+{
+    char *src = clkit_kernel_source(file);
+    if (!src) return clkit_fail(ctx, CLKIT_ERR_BUILD, "kernel source %s not found", file);
+    size_t olen = strlen(ctx->build_base) + strlen(options) + 2;
+    char *opts = malloc(olen);
+    if (!opts) {
+        free(src);
+        return CLKIT_ERR_OUT_OF_MEMORY;
+    }
+    snprintf(opts, olen, "%s %s", ctx->build_base, options);
+    record_build(file, options);
+
+    char path[4400] = "";
+    if (ctx->cache_dir) entry_path(ctx, src, options, path, sizeof path);
+    clkit_status s = CLKIT_OK;
+    cl_program prog = path[0] ? from_binary(ctx, path, opts) : NULL;
+    if (!prog) {
+        cl_int err;
+        const char *text = src;
+        prog = clCreateProgramWithSource(ctx->cl, 1, &text, NULL, &err);
+        if (!prog) {
+            s = clkit_cl_fail(ctx, err, "clCreateProgramWithSource");
+        } else if (clBuildProgram(prog, 1, &ctx->device, opts, NULL, NULL) != CL_SUCCESS) {
+            s = build_log_fail(ctx, prog, file, opts);
+            clReleaseProgram(prog);
+            prog = NULL;
+        } else {
+            clkit_log(CLKIT_LOG_DEBUG, "built %s with '%s'", file, opts);
+            if (path[0]) save_binary(ctx, prog, path);
+        }
+    }
+    free(src);
+    free(opts);
+    *out = prog;
+    return s;
+}
+
+static clkit_program *find_program(clkit_context *ctx, const char *file, const char *options)
+{
+    for (clkit_program **pp = &ctx->programs; *pp; pp = &(*pp)->next) {
+        clkit_program *p = *pp;
+        if (strcmp(p->file, file) || strcmp(p->options, options)) continue;
+        *pp = p->next; /* move to front: ops call the same few programs repeatedly */
+        p->next = ctx->programs;
+        ctx->programs = p;
+        return p;
+    }
+    return NULL;
+}
+
+static clkit_status add_program(clkit_context *ctx, const char *file, const char *options,
+                                clkit_program **out)
+{
+    clkit_program *p = calloc(1, sizeof *p);
+    if (!p) return clkit_fail(ctx, CLKIT_ERR_OUT_OF_MEMORY, "program cache entry");
+    p->file = strdup(file);
+    p->options = strdup(options);
+    clkit_status s = (p->file && p->options) ? build(ctx, file, options, &p->program)
+                                             : CLKIT_ERR_OUT_OF_MEMORY;
+    if (s) {
+        free(p->file);
+        free(p->options);
+        free(p);
+        return s;
+    }
+    p->next = ctx->programs;
+    ctx->programs = p;
+    *out = p;
+    return CLKIT_OK;
+}
+
+clkit_status clkit_get_kernel(clkit_context *ctx, const char *file, const char *name,
+                              const char *options, cl_kernel *kernel)
+{
+    clkit_program *p = find_program(ctx, file, options);
+    clkit_status s = p ? CLKIT_OK : add_program(ctx, file, options, &p);
+    if (s) return s;
+    size_t i = 0, n = sizeof p->kernels / sizeof *p->kernels;
+    for (; i < n && p->kernels[i].kernel; i++)
+        if (strcmp(p->kernels[i].name, name) == 0) {
+            *kernel = p->kernels[i].kernel;
+            return CLKIT_OK;
+        }
+    if (i == n || strlen(name) >= sizeof p->kernels[i].name)
+        return clkit_fail(ctx, CLKIT_ERR_BUILD, "too many kernels in %s", file);
+    cl_int err;
+    cl_kernel k = clCreateKernel(p->program, name, &err);
+    if (!k) return clkit_cl_fail(ctx, err, "clCreateKernel");
+    snprintf(p->kernels[i].name, sizeof p->kernels[i].name, "%s", name);
+    p->kernels[i].kernel = k;
+    *kernel = k;
+    return CLKIT_OK;
+}
+
+void clkit_programs_release(clkit_context *ctx)
+{
+    while (ctx->programs) {
+        clkit_program *p = ctx->programs;
+        ctx->programs = p->next;
+        for (size_t i = 0; i < sizeof p->kernels / sizeof *p->kernels; i++)
+            if (p->kernels[i].kernel) clReleaseKernel(p->kernels[i].kernel);
+        clReleaseProgram(p->program);
+        free(p->file);
+        free(p->options);
+        free(p);
+    }
+}

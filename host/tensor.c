@@ -1,0 +1,244 @@
+/* Tensor descriptors: validation before anything is enqueued, and the normalised views the
+   kernels index with. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *dtype_names[] = {"f32", "f16", "bf16", "u8", "i32", "i64"};
+static const size_t dtype_sizes[] = {4, 2, 2, 1, 4, 8};
+
+static bool dtype_valid(clkit_dtype t)
+{
+    return (int)t >= 0 && (int)t < (int)(sizeof dtype_sizes / sizeof *dtype_sizes);
+}
+
+const char *clkit_dtype_name(clkit_dtype t)
+{
+    return dtype_valid(t) ? dtype_names[t] : "invalid";
+}
+
+size_t clkit_dtype_size(clkit_dtype t)
+{
+    return dtype_valid(t) ? dtype_sizes[t] : 0;
+}
+
+const char *clkit_dtype_macro(clkit_dtype t)
+{
+    static const char *macros[] = {"-D DTYPE_F32", "-D DTYPE_F16", "-D DTYPE_BF16",
+                                   "-D DTYPE_U8", "-D DTYPE_I32", "-D DTYPE_I64"};
+    return dtype_valid(t) ? macros[t] : "";
+}
+
+clkit_tensor clkit_tensor_contiguous(cl_mem buffer, clkit_dtype dtype, int ndim,
+                                     const int64_t *shape)
+{
+    clkit_tensor t;
+    memset(&t, 0, sizeof t);
+    t.buffer = buffer;
+    t.dtype = dtype;
+    t.ndim = ndim;
+    if (ndim < 1 || ndim > CLKIT_MAX_DIMS || !shape) return t; /* rejected when used */
+    int64_t stride = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        t.shape[i] = shape[i];
+        t.strides[i] = stride;
+        stride *= shape[i] > 0 ? shape[i] : 1;
+    }
+    return t;
+}
+
+int64_t clkit_numel(const clkit_tensor *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+    return n;
+}
+
+/* Smallest and largest element offsets the view reaches, relative to its first element. */
+static clkit_status extent(clkit_context *ctx, const clkit_tensor *t, const char *name,
+                           int64_t *lo, int64_t *hi)
+{
+    *lo = *hi = 0;
+    for (int i = 0; i < t->ndim; i++) {
+        int64_t span;
+        if (__builtin_mul_overflow(t->strides[i], t->shape[i] - 1, &span) ||
+            __builtin_add_overflow(span < 0 ? *lo : *hi, span, span < 0 ? lo : hi))
+            return clkit_fail(ctx, CLKIT_ERR_OVERFLOW, "%s: stride %lld x extent %lld overflows",
+                              name, (long long)t->strides[i], (long long)t->shape[i]);
+    }
+    return CLKIT_OK;
+}
+
+static clkit_status check_bounds(clkit_context *ctx, const clkit_tensor *t, const char *name)
+{
+    int64_t lo, hi;
+    clkit_status s = extent(ctx, t, name, &lo, &hi);
+    if (s) return s;
+    size_t es = clkit_dtype_size(t->dtype), bufsize = 0;
+    cl_int err = clGetMemObjectInfo(t->buffer, CL_MEM_SIZE, sizeof bufsize, &bufsize, NULL);
+    if (err != CL_SUCCESS)
+        return clkit_fail(ctx, CLKIT_ERR_NULL_ARGUMENT, "%s: buffer is not a valid cl_mem (%s)",
+                          name, clkit_cl_error_name(err));
+    int64_t first = (int64_t)(t->offset / es), lo_b, hi_b;
+    if (t->offset > (size_t)INT64_MAX || __builtin_add_overflow(first, lo, &lo_b) ||
+        __builtin_add_overflow(first, hi, &hi_b) || __builtin_mul_overflow(hi_b + 1, (int64_t)es, &hi_b))
+        return clkit_fail(ctx, CLKIT_ERR_OVERFLOW, "%s: byte range overflows", name);
+    if (lo_b < 0 || (uint64_t)hi_b > bufsize)
+        return clkit_fail(ctx, CLKIT_ERR_OUT_OF_BOUNDS,
+                          "%s: view reaches elements %lld..%lld of a %zu-byte buffer of %s", name,
+                          (long long)lo_b, (long long)(hi_b / (int64_t)es - 1), bufsize,
+                          clkit_dtype_name(t->dtype));
+    return CLKIT_OK;
+}
+
+clkit_status clkit_check_tensor(clkit_context *ctx, const clkit_tensor *t, const char *name,
+                                int min_ndim, int max_ndim, unsigned dtypes)
+{
+    if (!t) return clkit_fail(ctx, CLKIT_ERR_NULL_ARGUMENT, "%s is NULL", name);
+    if (!t->buffer) return clkit_fail(ctx, CLKIT_ERR_NULL_ARGUMENT, "%s.buffer is NULL", name);
+    if (t->ndim < min_ndim || t->ndim > max_ndim || t->ndim > CLKIT_MAX_DIMS)
+        return clkit_fail(ctx, CLKIT_ERR_NDIM, "%s has %d dims; this op takes %d..%d", name,
+                          t->ndim, min_ndim, max_ndim);
+    if (!dtype_valid(t->dtype) || !(dtypes & CLKIT_DT(t->dtype)))
+        return clkit_fail(ctx, CLKIT_ERR_DTYPE, "%s: dtype %s (%d) not supported here", name,
+                          clkit_dtype_name(t->dtype), (int)t->dtype);
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->shape[i] < 0)
+            return clkit_fail(ctx, CLKIT_ERR_SHAPE, "%s.shape[%d] = %lld is negative", name, i,
+                              (long long)t->shape[i]);
+        if (__builtin_mul_overflow(n, t->shape[i], &n) ||
+            __builtin_mul_overflow(n, (int64_t)clkit_dtype_size(t->dtype), &(int64_t){0}))
+            return clkit_fail(ctx, CLKIT_ERR_OVERFLOW, "%s: element count overflows", name);
+    }
+    if (t->offset % clkit_dtype_size(t->dtype))
+        return clkit_fail(ctx, CLKIT_ERR_STRIDE, "%s: offset %zu is not a multiple of %zu bytes",
+                          name, t->offset, clkit_dtype_size(t->dtype));
+    return n == 0 ? CLKIT_OK : check_bounds(ctx, t, name);
+}
+
+clkit_status clkit_check_same_shape(clkit_context *ctx, const clkit_tensor *a, const char *an,
+                                    const clkit_tensor *b, const char *bn)
+{
+    bool same = a->ndim == b->ndim;
+    for (int i = 0; same && i < a->ndim; i++) same = a->shape[i] == b->shape[i];
+    if (same) return CLKIT_OK;
+    char sa[96] = "", sb[96] = "";
+    for (int i = 0; i < a->ndim; i++)
+        snprintf(sa + strlen(sa), sizeof sa - strlen(sa), "%s%lld", i ? "," : "", (long long)a->shape[i]);
+    for (int i = 0; i < b->ndim; i++)
+        snprintf(sb + strlen(sb), sizeof sb - strlen(sb), "%s%lld", i ? "," : "", (long long)b->shape[i]);
+    return clkit_fail(ctx, CLKIT_ERR_SHAPE, "%s (%s) and %s (%s) differ in shape", an, sa, bn, sb);
+}
+
+/* Sufficient test for "no two indices share an element": with dims sorted by |stride|, each
+   stride must step past everything the smaller dims reach. */
+clkit_status clkit_check_output(clkit_context *ctx, const clkit_tensor *out, const char *name)
+{
+    int64_t st[CLKIT_MAX_DIMS], sh[CLKIT_MAX_DIMS];
+    int n = 0;
+    for (int i = 0; i < out->ndim; i++) {
+        if (out->shape[i] == 0) return CLKIT_OK;
+        if (out->shape[i] == 1) continue;
+        int64_t s = out->strides[i] < 0 ? -out->strides[i] : out->strides[i];
+        int j = n++;
+        for (; j > 0 && st[j - 1] > s; j--) {
+            st[j] = st[j - 1];
+            sh[j] = sh[j - 1];
+        }
+        st[j] = s;
+        sh[j] = out->shape[i];
+    }
+    int64_t reach = 0; /* largest offset the smaller dims reach */
+    for (int i = 0; i < n; i++) {
+        if (st[i] <= reach)
+            return clkit_fail(ctx, CLKIT_ERR_STRIDE,
+                              "%s: stride %lld makes elements alias (the output would be written "
+                              "twice)", name, (long long)st[i]);
+        reach += st[i] * (sh[i] - 1);
+    }
+    return CLKIT_OK;
+}
+
+static bool same_view(const clkit_tensor *a, const clkit_tensor *b)
+{
+    if (a->buffer != b->buffer || a->offset != b->offset || a->dtype != b->dtype ||
+        a->ndim != b->ndim)
+        return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i] || (a->shape[i] > 1 && a->strides[i] != b->strides[i]))
+            return false;
+    return true;
+}
+
+/* Byte range [lo, hi) a validated, non-empty view touches. */
+static void byte_range(const clkit_tensor *t, int64_t *lo, int64_t *hi)
+{
+    int64_t es = (int64_t)clkit_dtype_size(t->dtype), a = 0, b = 0;
+    for (int i = 0; i < t->ndim; i++) {
+        int64_t span = t->strides[i] * (t->shape[i] - 1);
+        if (span < 0) a += span;
+        else b += span;
+    }
+    *lo = (int64_t)t->offset + a * es;
+    *hi = (int64_t)t->offset + (b + 1) * es;
+}
+
+clkit_status clkit_check_disjoint(clkit_context *ctx, const clkit_tensor *out, const char *on,
+                                  const clkit_tensor *in, const char *in_name, bool allow_alias)
+{
+    if (out->buffer != in->buffer || clkit_numel(out) == 0 || clkit_numel(in) == 0)
+        return CLKIT_OK;
+    if (allow_alias && same_view(out, in)) return CLKIT_OK;
+    int64_t olo, ohi, ilo, ihi;
+    byte_range(out, &olo, &ohi);
+    byte_range(in, &ilo, &ihi);
+    if (ohi <= ilo || ihi <= olo) return CLKIT_OK;
+    return clkit_fail(ctx, CLKIT_ERR_OVERLAP,
+                      "%s (bytes %lld..%lld) overlaps %s (bytes %lld..%lld) in the same buffer%s",
+                      on, (long long)olo, (long long)ohi, in_name, (long long)ilo, (long long)ihi,
+                      allow_alias ? "; only the exact same view is allowed in place" : "");
+}
+
+void clkit_views(int n, const clkit_tensor *const *ts, clkit_view *views, int *ndim)
+{
+    int64_t shape[CLKIT_MAX_DIMS], strides[8][CLKIT_MAX_DIMS];
+    int d = 0;
+    const clkit_tensor *t0 = ts[0];
+    for (int i = 0; i < t0->ndim; i++) {
+        if (t0->shape[i] == 1) continue;
+        bool merge = d > 0;
+        for (int k = 0; merge && k < n; k++)
+            merge = strides[k][d - 1] == ts[k]->strides[i] * t0->shape[i];
+        if (merge) {
+            shape[d - 1] *= t0->shape[i];
+            for (int k = 0; k < n; k++) strides[k][d - 1] = ts[k]->strides[i];
+            continue;
+        }
+        shape[d] = t0->shape[i];
+        for (int k = 0; k < n; k++) strides[k][d] = ts[k]->strides[i];
+        d++;
+    }
+    if (d == 0) {
+        shape[0] = 1;
+        for (int k = 0; k < n; k++) strides[k][0] = 1;
+        d = 1;
+    }
+    for (int k = 0; k < n; k++) {
+        clkit_view *v = &views[k];
+        for (int i = 0; i < CLKIT_MAX_DIMS; i++) {
+            int src = i - (CLKIT_MAX_DIMS - d);
+            v->shape.s[i] = src < 0 ? 1 : shape[src];
+            v->strides.s[i] = src < 0 ? 0 : strides[k][src];
+        }
+        v->offset = (cl_long)(ts[k]->offset / clkit_dtype_size(ts[k]->dtype));
+    }
+    *ndim = d;
+}
+
+bool clkit_view_is_dense(const clkit_view *v, int ndim)
+{
+    return ndim == 1 && v->strides.s[CLKIT_MAX_DIMS - 1] == 1;
+}

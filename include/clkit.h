@@ -1,0 +1,134 @@
+/*
+ * clkit — portable GPU kernels (the Triton tutorials) for every OpenCL device.
+ *
+ * One context = one device + one in-order queue. Ops validate their arguments, enqueue
+ * and return at once, like launches on a CUDA stream; clkit_finish() waits. Tensors are
+ * descriptors over buffers the caller owns. A context is not thread-safe: use one per thread.
+ */
+#ifndef CLKIT_H
+#define CLKIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 120
+#endif
+#include <CL/cl.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CLKIT_VERSION_MAJOR 0
+#define CLKIT_VERSION_MINOR 1
+#define CLKIT_VERSION_PATCH 0
+#define CLKIT_VERSION_STRING "0.1.0"
+
+typedef enum clkit_status {
+    CLKIT_OK = 0,
+    CLKIT_ERR_NULL_ARGUMENT,   /* a required pointer (context, tensor, buffer) is NULL */
+    CLKIT_ERR_INVALID_VALUE,   /* a scalar argument out of range (p, group_size, ...) */
+    CLKIT_ERR_DTYPE,           /* dtype not supported by the op, or mismatched */
+    CLKIT_ERR_NDIM,            /* ndim outside 1..4 or not what the op takes */
+    CLKIT_ERR_SHAPE,           /* negative, or mismatched between tensors */
+    CLKIT_ERR_STRIDE,          /* stride not usable: misaligned offset, output self-overlap */
+    CLKIT_ERR_OUT_OF_BOUNDS,   /* the view reaches past the end of its buffer */
+    CLKIT_ERR_OVERLAP,         /* an output overlaps an input where the op forbids it */
+    CLKIT_ERR_OVERFLOW,        /* element or byte count overflows 64-bit arithmetic */
+    CLKIT_ERR_NO_DEVICE,       /* no OpenCL platform/device matches */
+    CLKIT_ERR_BUILD,           /* a kernel failed to compile: see clkit_last_error */
+    CLKIT_ERR_OPENCL,          /* an OpenCL call failed: the code is in clkit_last_error */
+    CLKIT_ERR_OUT_OF_MEMORY,   /* host or device allocation failed */
+    CLKIT_ERR_UNSUPPORTED,     /* the device lacks a feature the op needs */
+    CLKIT_ERR_IO,              /* a file (cache, export) could not be read or written */
+    CLKIT_STATUS_COUNT
+} clkit_status;
+
+typedef enum clkit_dtype {
+    CLKIT_F32, CLKIT_F16, CLKIT_BF16, CLKIT_U8, CLKIT_I32, CLKIT_I64
+} clkit_dtype;
+
+#define CLKIT_MAX_DIMS 4
+
+typedef struct clkit_tensor {
+    cl_mem buffer; size_t offset;          /* offset in bytes */
+    clkit_dtype dtype; int ndim;           /* 1..4 */
+    int64_t shape[4]; int64_t strides[4];  /* strides in elements */
+} clkit_tensor;
+
+typedef struct clkit_options {
+    const char *device;     /* NULL: $CLKIT_DEVICE, else first GPU, else first device.
+                               An index ("1") or a case-insensitive substring of
+                               "platform device vendor" ("nvidia", "pocl", "cpu"). */
+    const char *cache_dir;  /* NULL: $CLKIT_CACHE_DIR, else $XDG_CACHE_HOME/clkit,
+                               else ~/.cache/clkit. "" disables the on-disk cache. */
+    int profiling;          /* nonzero: profiling queue, needed for clkit_profile_* */
+} clkit_options;
+
+/* A struct tag, not a typedef: clkit_device_props() is the function that fills it. */
+struct clkit_device_props {
+    char platform[128], vendor[128], name[128], driver[64];
+    char device_version[64], c_version[64];   /* "OpenCL 3.0 ...", "OpenCL C 1.2 ..." */
+    int is_gpu, is_cpu;
+    unsigned compute_units;
+    uint64_t global_mem, max_alloc;
+    uint64_t local_mem;          /* bytes per work-group */
+    size_t max_work_group;       /* the hardware limit (AMD's 0x4031 where reported) */
+    unsigned warp;               /* warp / wavefront width; 1 when unknown (CPU) */
+    unsigned registers;          /* 32-bit registers per block, 0 when unknown */
+    int nv_cc_major, nv_cc_minor;  /* 0 when not NVIDIA */
+    char amd_gfx[32];            /* "gfx90a", "" when not AMD */
+    unsigned simd_per_cu;        /* AMD; 0 when unknown */
+    int fp16, fp64, subgroups;
+    int opencl_c_major, opencl_c_minor;
+};
+
+/* ---- context ---- */
+typedef struct clkit_context clkit_context;
+
+clkit_status clkit_context_create(clkit_context **ctx, const clkit_options *opt);
+/* Adopts a queue the host program made (retained; released with the context). */
+clkit_status clkit_context_from_queue(clkit_context **ctx, cl_command_queue queue);
+void         clkit_context_release(clkit_context *ctx);
+clkit_status clkit_context_cl(const clkit_context *ctx, cl_context *c, cl_command_queue *q,
+                              cl_device_id *d);
+clkit_status clkit_finish(clkit_context *ctx);
+const char  *clkit_status_string(clkit_status s);
+/* Detail of the last failure on this context (shape, build log, OpenCL code); "" if none. */
+const char  *clkit_last_error(const clkit_context *ctx);
+clkit_status clkit_device_props(const clkit_context *ctx, struct clkit_device_props *out);
+const char  *clkit_dtype_name(clkit_dtype t);
+size_t       clkit_dtype_size(clkit_dtype t);
+
+/* Kernel time of everything enqueued between begin and end, from the first kernel's start
+   to the last one's end (profiling events). Needs a profiling queue. end waits. */
+clkit_status clkit_profile_begin(clkit_context *ctx);
+clkit_status clkit_profile_end(clkit_context *ctx, double *ms);
+
+/* ---- tensors ---- */
+clkit_tensor clkit_tensor_contiguous(cl_mem buffer, clkit_dtype dtype, int ndim,
+                                     const int64_t *shape);
+
+/* ---- ops ---- */
+/* out = x + y, elementwise over same-shaped views (1..4-D, any strides); f32/f16/bf16. */
+clkit_status clkit_add(clkit_context *ctx, const clkit_tensor *x, const clkit_tensor *y,
+                       const clkit_tensor *out);
+/* out = x for views of one shape in any layouts; float dtypes may convert into each other. */
+clkit_status clkit_copy(clkit_context *ctx, const clkit_tensor *x, const clkit_tensor *out);
+/* (3, H, W) -> (H, W), u8 or f32: 0.2989 R + 0.5870 G + 0.1140 B (u8 rounds to nearest). */
+clkit_status clkit_rgb_to_gray(clkit_context *ctx, const clkit_tensor *rgb,
+                               const clkit_tensor *gray);
+/* out[swizzle2d(i, j)] = x[i, j] with Triton's tl.swizzle2d grouping of group_size rows. */
+clkit_status clkit_swizzle2d(clkit_context *ctx, const clkit_tensor *x, const clkit_tensor *out,
+                             int group_size);
+/* out = keep ? x / (1 - p) : 0, keep drawn from Philox4x32-10(seed, element index). */
+clkit_status clkit_dropout(clkit_context *ctx, const clkit_tensor *x, const clkit_tensor *out,
+                           float p, uint64_t seed);
+/* Row-wise softmax over the last dimension of (M, N), any row stride. */
+clkit_status clkit_softmax(clkit_context *ctx, const clkit_tensor *x, const clkit_tensor *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
