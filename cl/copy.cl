@@ -1,0 +1,1 @@
+/* copy: being written. */

@@ -1,0 +1,1 @@
+/* dropout: being written. */

@@ -1,0 +1,1 @@
+/* grayscale: being written. */

@@ -1,0 +1,1 @@
+/* swizzle: being written. */

@@ -1,0 +1,39 @@
+/* CPU references in double precision and host-side data helpers, shared by the test suites
+   and `clkit check`. No test framework here: helpers report failure by return value. */
+#ifndef CLKIT_REF_H
+#define CLKIT_REF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "clkit.h"
+
+/* ---- data (data.c) ---- */
+/* The value a double becomes once stored as dtype (f16/bf16 round to nearest even). */
+double ref_quantize(clkit_dtype dtype, double v);
+/* Uniform values in [lo, hi), quantized to dtype; deterministic per seed. */
+void ref_fill_random(double *v, size_t n, clkit_dtype dtype, double lo, double hi, uint64_t seed);
+/* Relative tolerance that suits one rounding to dtype. */
+double ref_rtol(clkit_dtype dtype);
+/* |got - want| <= atol + rtol * |want|; NaN matches NaN, inf matches the same inf. */
+int ref_close(double got, double want, double atol, double rtol);
+/* Index of the first element not close, or -1. */
+int64_t ref_first_mismatch(const double *got, const double *want, size_t n, double atol,
+                           double rtol);
+/* A device buffer of n elements of dtype holding vals (NULL: a sentinel pattern); NULL on error. */
+cl_mem ref_upload(clkit_context *ctx, clkit_dtype dtype, size_t n, const double *vals);
+/* Reads n elements from the start of buf into doubles; 0 on success. */
+int ref_download(clkit_context *ctx, cl_mem buf, clkit_dtype dtype, size_t n, double *out);
+
+/* ---- references, one file per op family ---- */
+/* Philox4x32-10 (Salmon et al., Random123): counter ctr, key key -> out. */
+void ref_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
+/* The dropout keep decision and output of clkit_dropout for element i (see cl/dropout.cl). */
+double ref_dropout_one(double x, uint64_t i, double p, uint64_t seed);
+void ref_softmax(const double *x, double *out, int64_t rows, int64_t n);
+void ref_rgb_to_gray(const double *rgb, double *gray, int64_t h, int64_t w);
+/* Triton's tl.swizzle2d for (i, j) in a size_i x size_j grid with groups of size_g rows. */
+void ref_swizzle2d_index(int64_t i, int64_t j, int64_t size_i, int64_t size_j, int64_t size_g,
+                         int64_t *new_i, int64_t *new_j);
+
+#endif
