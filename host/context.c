@@ -338,11 +338,12 @@ static clkit_status finish_setup(clkit_context *ctx, const char *cache_dir)
     return CLKIT_OK;
 }
 
-static clkit_status alloc_context(clkit_context **out)
+static clkit_status alloc_context(clkit_context **out, clkit_context **ctx)
 {
     if (!out) return CLKIT_ERR_NULL_ARGUMENT;
-    *out = calloc(1, sizeof **out);
-    return *out ? CLKIT_OK : CLKIT_ERR_OUT_OF_MEMORY;
+    *out = NULL;
+    *ctx = calloc(1, sizeof **ctx);
+    return *ctx ? CLKIT_OK : CLKIT_ERR_OUT_OF_MEMORY;
 }
 
 /* Creation failures leave their message on a temporary context; stderr carries it. */
@@ -356,9 +357,8 @@ static clkit_status abandon(clkit_context *ctx, clkit_status s)
 clkit_status clkit_context_create(clkit_context **out, const clkit_options *opt)
 {
     clkit_context *ctx;
-    clkit_status s = alloc_context(&ctx);
+    clkit_status s = alloc_context(out, &ctx);
     if (s) return s;
-    *out = NULL;
     const char *want = opt && opt->device ? opt->device : getenv("CLKIT_DEVICE");
     if ((s = choose_device(ctx, want))) return abandon(ctx, s);
     cl_int err;
@@ -377,9 +377,8 @@ clkit_status clkit_context_create(clkit_context **out, const clkit_options *opt)
 clkit_status clkit_context_from_queue(clkit_context **out, cl_command_queue queue)
 {
     clkit_context *ctx;
-    clkit_status s = alloc_context(&ctx);
+    clkit_status s = alloc_context(out, &ctx);
     if (s) return s;
-    *out = NULL;
     if (!queue) return abandon(ctx, clkit_fail(ctx, CLKIT_ERR_NULL_ARGUMENT, "queue is NULL"));
     cl_int err = clGetCommandQueueInfo(queue, CL_QUEUE_CONTEXT, sizeof ctx->cl, &ctx->cl, NULL);
     if (err == CL_SUCCESS)

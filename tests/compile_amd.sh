@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Compiles every kernel build the host made during a test run (recorded through
+# CLKIT_BUILD_LOG as "file<TAB>options") for AMD targets with clang-19, adding the macros the
+# host sets on those devices. Also compiles each source once per dtype with no other macros
+# where its defaults allow. Prints one line per failure and a summary line
+# "amd-compile: N passed, M failed"; exits nonzero on any failure.
+# Usage: tests/compile_amd.sh BUILD_LOG [CLANG=clang-19]
+set -u
+log=${1:?usage: compile_amd.sh BUILD_LOG [clang]}
+clang=${2:-clang-19}
+root=$(cd "$(dirname "$0")/.." && pwd)
+# target  wave  extra flags (gfx1100 runs wave32 by default, wave64 when ROCm is told so)
+targets=(
+  "gfx90a 64"
+  "gfx942 64"
+  "gfx1030 32"
+  "gfx1100 32"
+  "gfx1100 64 -mwavefrontsize64"
+)
+pass=0 fail=0
+while IFS=$'\t' read -r file opts; do
+  for t in "${targets[@]}"; do
+    read -r gfx wave extra <<<"$t"
+    # shellcheck disable=SC2086 # options are a list of flags
+    if out=$("$clang" -cl-std=CL1.2 -target amdgcn-amd-amdhsa -mcpu="$gfx" $extra -nogpulib \
+          -Xclang -finclude-default-header -I "$root/cl" -D CLKIT_WARP="$wave" -D CLKIT_AMD=1 \
+          $opts -c "$root/cl/$file" -o /dev/null 2>&1); then
+      pass=$((pass + 1))
+    else
+      fail=$((fail + 1))
+      echo "FAIL $gfx wave$wave $file $opts"
+      echo "$out" | head -20
+    fi
+  done
+done < <(sort -u "$log")
+echo "amd-compile: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,210 @@
+/* The on-disk binary cache: entries are reused, corrupt or truncated entries and unwritable
+   directories never crash or change results, and processes filling one cache at once all
+   succeed. */
+#define _GNU_SOURCE
+#include "util.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const clkit_dtype dtypes[] = {CLKIT_F32, CLKIT_F16, CLKIT_BF16};
+
+static clkit_context *ctx_in(const char *dir)
+{
+    clkit_context *ctx = NULL;
+    clkit_options opt = {0};
+    opt.cache_dir = dir;
+    clkit_status s = clkit_context_create(&ctx, &opt);
+    ck_assert_msg(s == CLKIT_OK, "context with cache %s: %s", dir, clkit_status_string(s));
+    return ctx;
+}
+
+/* Runs add for each dtype on dense and strided views; returns 0 when every result is right. */
+static int run_adds(clkit_context *ctx)
+{
+    int bad = 0;
+    for (size_t d = 0; d < 3; d++) {
+        double x[301], got[301];
+        ref_fill_random(x, 301, dtypes[d], -3, 3, 9 + d);
+        cl_mem b = ref_upload(ctx, dtypes[d], 301, x);
+        if (!b) return 1;
+        int64_t shape[1] = {150};
+        clkit_tensor dense = clkit_tensor_contiguous(b, dtypes[d], 1, shape), strided = dense;
+        strided.strides[0] = 2;
+        bad |= clkit_add(ctx, &dense, &dense, &dense) != CLKIT_OK;
+        bad |= clkit_add(ctx, &strided, &strided, &strided) != CLKIT_OK;
+        bad |= ref_download(ctx, b, dtypes[d], 301, got) != 0;
+        for (int i = 0; i < 301 && !bad; i++) {
+            double want = i < 150 ? 2 * x[i] : x[i];
+            if (i % 2 == 0 && i < 300) want *= 2;
+            bad |= !ref_close(got[i], ref_quantize(dtypes[d], want), 0, 0);
+        }
+        clReleaseMemObject(b);
+    }
+    return bad;
+}
+
+static int count_entries(const char *dir, const char *suffix)
+{
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t len = strlen(e->d_name), sl = strlen(suffix);
+        n += len > sl && strcmp(e->d_name + len - sl, suffix) == 0;
+    }
+    closedir(d);
+    return n;
+}
+
+/* Applies `damage` to every entry in dir. */
+static void damage_entries(const char *dir, void (*damage)(const char *path))
+{
+    DIR *d = opendir(dir);
+    ck_assert(d != NULL);
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!strstr(e->d_name, ".clbin")) continue;
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        damage(path);
+    }
+    closedir(d);
+}
+
+static void truncate_half(const char *path)
+{
+    struct stat st;
+    ck_assert(stat(path, &st) == 0);
+    ck_assert(truncate(path, st.st_size / 2) == 0);
+}
+
+static void flip_bytes(const char *path)
+{
+    FILE *f = fopen(path, "r+b");
+    ck_assert(f != NULL);
+    fseek(f, 40, SEEK_SET);
+    fputs("garbage!", f);
+    fclose(f);
+}
+
+static void replace_with_junk(const char *path)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert(f != NULL);
+    fputs("CLKITBN1 not really", f);
+    fclose(f);
+}
+
+static void empty_file(const char *path)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert(f != NULL);
+    fclose(f);
+}
+
+static char *fresh_dir(void)
+{
+    static char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/clkit-cache-XXXXXX");
+    ck_assert(mkdtemp(dir) != NULL);
+    return dir;
+}
+
+START_TEST(entries_written_and_reused)
+{
+    char *dir = fresh_dir();
+    clkit_context *ctx = ctx_in(dir);
+    ck_assert_int_eq(run_adds(ctx), 0);
+    clkit_context_release(ctx);
+    int n = count_entries(dir, ".clbin");
+    ck_assert_msg(n == 3, "%d cache entries, expected one per dtype", n);
+    ctx = ctx_in(dir);
+    ck_assert_int_eq(run_adds(ctx), 0);
+    clkit_context_release(ctx);
+    ck_assert_int_eq(count_entries(dir, ".clbin"), n);
+}
+END_TEST
+
+START_TEST(damaged_entries)
+{
+    void (*damages[])(const char *) = {truncate_half, flip_bytes, replace_with_junk, empty_file};
+    for (size_t i = 0; i < sizeof damages / sizeof *damages; i++) {
+        char *dir = fresh_dir();
+        clkit_context *ctx = ctx_in(dir);
+        ck_assert_int_eq(run_adds(ctx), 0);
+        clkit_context_release(ctx);
+        damage_entries(dir, damages[i]);
+        ctx = ctx_in(dir);
+        ck_assert_msg(run_adds(ctx) == 0, "wrong results after damage %zu", i);
+        clkit_context_release(ctx);
+        /* the rebuilt entries replace the damaged ones */
+        ctx = ctx_in(dir);
+        ck_assert_int_eq(run_adds(ctx), 0);
+        clkit_context_release(ctx);
+    }
+}
+END_TEST
+
+START_TEST(unusable_directories)
+{
+    char *dir = fresh_dir(), file[128];
+    snprintf(file, sizeof file, "%s/plain-file", dir);
+    FILE *f = fopen(file, "w");
+    ck_assert(f != NULL);
+    fclose(f);
+    const char *dirs[] = {file, "/proc/clkit-cannot-be-here", ""};
+    for (size_t i = 0; i < 3; i++) {
+        clkit_context *ctx = ctx_in(dirs[i]);
+        ck_assert_msg(run_adds(ctx) == 0, "cache dir '%s'", dirs[i]);
+        clkit_context_release(ctx);
+    }
+}
+END_TEST
+
+START_TEST(concurrent_processes)
+{
+    char *dir = fresh_dir();
+    enum { PROCS = 3 };
+    pid_t pids[PROCS];
+    for (int i = 0; i < PROCS; i++) {
+        pids[i] = fork();
+        ck_assert(pids[i] >= 0);
+        if (pids[i] == 0) {
+            clkit_context *ctx = ctx_in(dir);
+            int bad = run_adds(ctx);
+            clkit_context_release(ctx);
+            _exit(bad);
+        }
+    }
+    for (int i = 0; i < PROCS; i++) {
+        int st;
+        ck_assert(waitpid(pids[i], &st, 0) == pids[i]);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "process %d failed", i);
+    }
+    ck_assert_int_eq(count_entries(dir, ".clbin") > 0, 1);
+    /* no temporary files left behind: every write was renamed into place */
+    DIR *d = opendir(dir);
+    for (struct dirent *e; (e = readdir(d));)
+        ck_assert_msg(e->d_name[0] == '.' || strlen(e->d_name) == 38, "stray file %s", e->d_name);
+    closedir(d);
+    clkit_context *ctx = ctx_in(dir);
+    ck_assert_int_eq(run_adds(ctx), 0);
+    clkit_context_release(ctx);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("cache");
+    TCase *tc = tu_tcase("cache");
+    tcase_add_test(tc, entries_written_and_reused);
+    tcase_add_test(tc, damaged_entries);
+    tcase_add_test(tc, unusable_directories);
+    tcase_add_test(tc, concurrent_processes);
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}
