@@ -46,6 +46,22 @@ typedef ushort elem_t;
 typedef uchar elem_t;
 #define LOAD(p, i) ((float)(p)[i])
 #define STORE(p, i, v) ((p)[i] = convert_uchar_sat_rte(v))
+#define LOAD4(p, i) convert_float4(vload4(0, (p) + (i)))
+#define STORE4(p, i, v) vstore4(convert_uchar4_sat_rte(v), 0, (p) + (i))
+#endif
+
+/* Ops that move elements without arithmetic (copy, swizzle) work on raw bits: the host passes
+   -D ELEM_BYTES=1|2|4|8, so every dtype of one size shares a program and NaN payloads,
+   signed zeros and integers pass through untouched. */
+#if !defined(ELEM_BYTES)
+#elif ELEM_BYTES == 1
+typedef uchar bits_t;
+#elif ELEM_BYTES == 2
+typedef ushort bits_t;
+#elif ELEM_BYTES == 4
+typedef uint bits_t;
+#elif ELEM_BYTES == 8
+typedef ulong bits_t;
 #endif
 
 /* Element offset of the i-th element (row-major order) of a 4-D view. */

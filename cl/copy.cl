@@ -1,1 +1,104 @@
-/* copy: being written. */
+/* Copy between any two layouts of one shape: out = x, as raw bits within one dtype, or
+   converted through f32 between float storage formats (rounding to nearest even).
+
+   The host merges dims that are contiguous in both views, then picks one of three paths:
+   - dense: both views are one run of memory; 4 elements per load and store.
+   - transpose: x and out have their unit strides on different dims (a row-major matrix into
+     a column-major one, or a batch of them). Walking either view in order makes the other
+     side touch one element per memory sector, wasting 7/8 of its traffic for f32. A
+     work-group instead stages a TILE x TILE block in local memory: it reads the block along
+     x's unit stride and writes it along out's, so both sides of global memory coalesce. The
+     tile has one column of padding, so that reading it transposed spreads the lanes over
+     different banks.
+   - strided: anything else, one element per work-item through the 4-D strides. */
+#include "common.h"
+
+#if defined(ELEM_BYTES)
+typedef bits_t in_t;
+typedef bits_t out_t;
+/* At least 32 bits per tile element: narrower ones would pack several lanes into one bank
+   word when the tile is read transposed. */
+#if ELEM_BYTES == 8
+typedef ulong tile_t;
+#else
+typedef uint tile_t;
+#endif
+#define IN(p, i) ((p)[i])
+#define IN4(p, i) vload4(0, (p) + (i))
+#define OUT(p, i, v) ((p)[i] = (v))
+#define OUT4(p, i, v) vstore4((v), 0, (p) + (i))
+#else
+/* Converting: the input format comes from DTYPE_* (common.h), the output's from OUT_*. */
+typedef elem_t in_t;
+typedef float tile_t;
+#define IN LOAD
+#define IN4 LOAD4
+#if defined(OUT_F32)
+typedef float out_t;
+#define OUT(p, i, v) ((p)[i] = (v))
+#define OUT4(p, i, v) vstore4((v), 0, (p) + (i))
+#elif defined(OUT_F16)
+typedef half out_t;
+#define OUT(p, i, v) vstore_half_rte((v), (i), (p))
+#define OUT4(p, i, v) vstore_half4_rte((v), 0, (p) + (i))
+#elif defined(OUT_BF16)
+typedef ushort out_t;
+#define OUT(p, i, v) ((p)[i] = f32_to_bf16(v))
+#define OUT4(p, i, v) vstore4(f32x4_to_bf16(v), 0, (p) + (i))
+#endif
+#endif
+
+__kernel void copy_dense(__global const in_t *x, long x_off, __global out_t *out, long out_off,
+                         long n)
+{
+    x += x_off;
+    out += out_off;
+    long stride = get_global_size(0);
+    long n4 = n / 4;
+    for (long v = get_global_id(0); v < n4; v += stride)
+        OUT4(out, 4 * v, IN4(x, 4 * v));
+    for (long i = 4 * n4 + get_global_id(0); i < n; i += stride)
+        OUT(out, i, IN(x, i));
+}
+
+__kernel void copy_strided(__global const in_t *x, long x_off, long4 x_strides,
+                           __global out_t *out, long out_off, long4 out_strides, long4 shape,
+                           long n)
+{
+    long stride = get_global_size(0);
+    for (long i = get_global_id(0); i < n; i += stride)
+        OUT(out, out_off + strided_offset(i, shape, out_strides),
+            IN(x, x_off + strided_offset(i, shape, x_strides)));
+}
+
+#if defined(TILE)
+/* Dims as the host orders them: s0 and s1 batch, s2 out's unit-stride dim (r), s3 x's (c).
+   Each work-group loops over tiles, so the grid can be sized to the device, not the data. */
+__kernel __attribute__((reqd_work_group_size(TILE, TILE_ROWS, 1)))
+void copy_transpose(__global const in_t *x, long x_off, long4 x_strides, __global out_t *out,
+                    long out_off, long4 out_strides, long4 shape)
+{
+    __local tile_t tile[TILE][TILE + 1];
+    long tiles_c = (shape.s3 + TILE - 1) / TILE;
+    long per_batch = (shape.s2 + TILE - 1) / TILE * tiles_c;
+    long tiles = per_batch * shape.s0 * shape.s1;
+    int lx = get_local_id(0), ly = get_local_id(1);
+    for (long t = get_group_id(0); t < tiles; t += get_num_groups(0)) {
+        long b = t / per_batch, bt = t % per_batch;
+        long r0 = bt / tiles_c * TILE, c0 = bt % tiles_c * TILE;
+        long b0 = b / shape.s1, b1 = b % shape.s1;
+        long xb = x_off + b0 * x_strides.s0 + b1 * x_strides.s1;
+        long ob = out_off + b0 * out_strides.s0 + b1 * out_strides.s1;
+        long c = c0 + lx; /* lanes along x's unit stride */
+        for (int k = ly; k < TILE; k += TILE_ROWS)
+            if (r0 + k < shape.s2 && c < shape.s3)
+                tile[k][lx] = IN(x, xb + (r0 + k) * x_strides.s2 + c * x_strides.s3);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        long r = r0 + lx; /* lanes along out's unit stride */
+        for (int k = ly; k < TILE; k += TILE_ROWS)
+            if (r < shape.s2 && c0 + k < shape.s3)
+                OUT(out, ob + r * out_strides.s2 + (c0 + k) * out_strides.s3, tile[lx][k]);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+}
+#endif

@@ -1,1 +1,278 @@
-/* softmax: being written. */
+/* Fused softmax, the second Triton tutorial: out[r, :] = exp(x[r, :] - max) / sum(exp(x[r, :] - max)).
+
+   Computed naively, one kernel per step, softmax reads 5MN + 2M elements and writes 3MN + 2M
+   (max, subtract, exp, sum, divide each a round trip through DRAM). Here a row is loaded into
+   the registers of a team of work-items once, reduced on chip (max, then the sum of the
+   exponentials, which stay in registers) and written once: MN reads and MN writes, the least
+   any softmax can move, about 4x less traffic than the naive one. Subtracting the row max
+   keeps exp from overflowing; arithmetic is f32 for every storage dtype.
+
+   Layout: TEAM work-items share a row, ROWS rows per work-group (short rows). Lane `l` holds
+   chunks c = 0..ITEMS/VEC-1 at positions (c * TEAM + l) * VEC, so a warp's loads cover
+   consecutive memory. Unit-stride rows use 16-byte loads (VEC elements): positions count from
+   the aligned address at or below the row's start, and the `a` positions before the row are
+   masked, so any offset and row stride still load whole vectors; chunks that straddle either
+   end of the row fall back to masked scalar access. Other column strides use VEC = 1.
+
+   Rows too long for the team's registers take the online path (Milakov & Gimelshein, 2018):
+   one pass keeps a running max and a running sum of exponentials per lane, rescaling the sum
+   when the max grows; the team then combines them and a second pass writes exp(x - max) / sum.
+   2 reads + 1 write per element instead of the naive 8.
+
+   Reductions: on NVIDIA (sm_70+) warps reduce with shfl.sync butterflies and meet once through
+   local memory: one barrier per reduction, none when a team fits in a warp. Elsewhere
+   (PoCL, AMD, ...) partials go through local memory without assuming any sub-group width.
+
+   Work-groups are persistent: the host launches as many as the device keeps resident and each
+   loops over rows, so every group runs the same number of iterations (barriers and shuffles
+   stay uniform) and a dead row in the last block simply loads and stores nothing.
+
+   Compile-time constants: TEAM, ROWS, ITEMS, VEC (1, or 4 for f32 and 8 for 16-bit dtypes),
+   ONLINE (which of the two kernels a program holds: building one halves the compile), the
+   dtype (common.h), CLKIT_WARP and, on NVIDIA, CLKIT_NV_SM; SOFTMAX_PORTABLE forces the
+   local-memory reductions. */
+#include "common.h"
+
+#define WG (TEAM * ROWS)
+#define CHUNKS (ITEMS / VEC)
+#define SPAN (TEAM * ITEMS) /* positions a team covers in one step */
+
+#if defined(CLKIT_NV_SM) && !defined(SOFTMAX_PORTABLE)
+#if CLKIT_NV_SM >= 70 && CLKIT_WARP == 32 && WG % 32 == 0
+#define NV_SHUFFLE 1
+#endif
+#endif
+
+/* Local words per reduction: one partial per warp (NVIDIA), or per lane plus RED_P per row. */
+#if defined(NV_SHUFFLE)
+#define RED_WORDS (TEAM > 32 ? ROWS * (TEAM / 32) : 1)
+#elif TEAM > 32
+#define RED_P (TEAM >= 512 ? 32 : TEAM >= 128 ? 16 : 8)
+#define RED_WORDS (WG + ROWS * RED_P)
+#else
+#define RED_WORDS WG
+#endif
+
+inline float fold(float a, float b, bool sum) { return sum ? a + b : fmax(a, b); }
+
+#if defined(NV_SHUFFLE)
+inline float shuffle_xor(float v, int lane_mask)
+{
+    uint r;
+    __asm__ volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;"
+                     : "=r"(r)
+                     : "r"(as_uint(v)), "r"(lane_mask));
+    return as_float(r);
+}
+
+/* Butterfly over aligned groups of `width` lanes: every lane ends with the same value, since
+   each step combines the same two operands in both partner lanes. */
+inline float warp_fold(float v, bool sum, int width)
+{
+    for (int m = 1; m < width; m <<= 1) v = fold(v, shuffle_xor(v, m), sum);
+    return v;
+}
+
+/* Reduces v over the TEAM lanes of each row; every lane gets the result. */
+inline float team_reduce(float v, bool sum, __local float *red)
+{
+#if TEAM <= 32
+    (void)red;
+    return warp_fold(v, sum, TEAM);
+#else
+    const int lid = get_local_id(0), warp = lid / 32, w = TEAM / 32;
+    v = warp_fold(v, sum, 32);
+    if (lid % 32 == 0) red[warp] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return warp_fold(red[warp - warp % w + lid % w], sum, w);
+#endif
+}
+#else
+/* Up to 32 lanes: one barrier, then every lane folds the team's partials in the same order,
+   so all lanes agree bit for bit. Longer teams: RED_P lanes first fold TEAM / RED_P partials
+   each (consecutive lanes read consecutive words: no bank conflicts), then every lane folds
+   those RED_P: two barriers. */
+inline float team_reduce(float v, bool sum, __local float *red)
+{
+#if TEAM == 1
+    (void)red;
+    return v;
+#else
+    const int lid = get_local_id(0), lane = lid % TEAM, first = lid - lane;
+    red[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+#if TEAM <= 32
+    const __local float *part = red + first;
+    const int parts = TEAM;
+#else
+    __local float *part = red + WG + lid / TEAM * RED_P;
+    const int parts = RED_P;
+    if (lane < RED_P) {
+        float acc = red[first + lane];
+        for (int j = 1; j < TEAM / RED_P; j++) acc = fold(acc, red[first + lane + j * RED_P], sum);
+        part[lane] = acc;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+#endif
+    float acc = part[0];
+    for (int j = 1; j < parts; j++) acc = fold(acc, part[j], sum);
+    return acc;
+#endif
+}
+#endif
+
+/* VEC elements from p, which is aligned to VEC elements. 16-bit storage is loaded as raw bits
+   so the access is one 16-byte load; vload_half from registers does the f16 conversion. */
+inline void load_vec(__global const elem_t *p, __private float *v)
+{
+#if VEC == 1
+    v[0] = LOAD(p, 0);
+#elif defined(DTYPE_F32)
+    vstore4(*(__global const float4 *)p, 0, v);
+#elif defined(DTYPE_F16)
+    ushort8 bits = *(__global const ushort8 *)p;
+    vstore8(vload_half8(0, (const __private half *)&bits), 0, v);
+#elif defined(DTYPE_BF16)
+    vstore8(as_float8(convert_uint8(*(__global const ushort8 *)p) << 16), 0, v);
+#endif
+}
+
+inline void store_vec(__global elem_t *p, const __private float *v)
+{
+#if VEC == 1
+    STORE(p, 0, v[0]);
+#elif defined(DTYPE_F32)
+    *(__global float4 *)p = vload4(0, v);
+#elif defined(DTYPE_F16)
+    ushort8 bits;
+    vstore_half8_rte(vload8(0, v), 0, (__private half *)&bits);
+    *(__global ushort8 *)p = bits;
+#elif defined(DTYPE_BF16)
+    float8 f = vload8(0, v);
+    *(__global ushort8 *)p = (ushort8)(f32x4_to_bf16(f.lo), f32x4_to_bf16(f.hi));
+#endif
+}
+
+/* The chunk at position pos of a row whose elements sit at positions [lo, hi) of p, element
+   i at p[i * cs]; positions outside read as -inf, which no max or sum can be poisoned by. */
+inline void load_chunk(__global const elem_t *p, long cs, int pos, int lo, int hi,
+                       __private float *v)
+{
+    if (pos >= lo && pos + VEC <= hi) {
+        if (VEC > 1) load_vec(p + pos, v);
+        else v[0] = LOAD(p, pos * cs);
+        return;
+    }
+    #pragma unroll
+    for (int k = 0; k < VEC; k++)
+        v[k] = pos + k >= lo && pos + k < hi ? LOAD(p, (pos + k) * cs) : -INFINITY;
+}
+
+inline void store_chunk(__global elem_t *p, long cs, int pos, int lo, int hi,
+                        const __private float *v)
+{
+    if (pos >= lo && pos + VEC <= hi) {
+        if (VEC > 1) store_vec(p + pos, v);
+        else STORE(p, pos * cs, v[0]);
+        return;
+    }
+    #pragma unroll
+    for (int k = 0; k < VEC; k++)
+        if (pos + k >= lo && pos + k < hi) STORE(p, (pos + k) * cs, v[k]);
+}
+
+inline int chunk_pos(int c, int lane) { return (c * TEAM + lane) * VEC; }
+
+#if !ONLINE
+/* Rows of at most SPAN - (VEC - 1) elements (SPAN when rows start aligned), held on chip.
+   x_off, o_off: element offsets; *_rs, *_cs: row and column strides in elements (the column
+   strides are 1 when VEC > 1). */
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void softmax_rows(__global const elem_t *x, long x_off, long x_rs, long x_cs,
+                  __global elem_t *out, long o_off, long o_rs, long o_cs, long m, int n)
+{
+    __local float red[2 * RED_WORDS]; /* max and sum alternate halves: one barrier apart */
+    const int lid = get_local_id(0), lane = lid % TEAM;
+    for (long block = get_group_id(0); block * ROWS < m; block += get_num_groups(0)) {
+        const long row = block * ROWS + lid / TEAM;
+        const bool live = row < m;
+        const long xs = live ? x_off + row * x_rs : 0, os = live ? o_off + row * o_rs : 0;
+        const int a = (int)(xs % VEC), hi = live ? a + n : 0;
+        float v[ITEMS];
+        #pragma unroll
+        for (int c = 0; c < CHUNKS; c++)
+            load_chunk(x + xs - a, x_cs, chunk_pos(c, lane), a, hi, v + c * VEC);
+        float mx = -INFINITY;
+        #pragma unroll
+        for (int i = 0; i < ITEMS; i++) mx = fmax(mx, v[i]);
+        mx = team_reduce(mx, false, red);
+        /* Masked positions contribute exactly 0; a valid row of all -inf gets NaN from its own
+           exp(-inf - -inf), as PyTorch does. */
+        float sum = 0.0f;
+        #pragma unroll
+        for (int c = 0; c < CHUNKS; c++)
+            #pragma unroll
+            for (int k = 0; k < VEC; k++) {
+                const int pos = chunk_pos(c, lane) + k, i = c * VEC + k;
+                v[i] = pos >= a && pos < hi ? exp(v[i] - mx) : 0.0f;
+                sum += v[i];
+            }
+        const float inv = 1.0f / team_reduce(sum, true, red + RED_WORDS);
+        #pragma unroll
+        for (int i = 0; i < ITEMS; i++) v[i] *= inv;
+        #pragma unroll
+        for (int c = 0; c < CHUNKS; c++)
+            store_chunk(out + os - a, o_cs, chunk_pos(c, lane), a, hi, v + c * VEC);
+    }
+}
+
+#else
+/* Rows of any length, one per work-group (ROWS == 1), SPAN positions per step. */
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void softmax_online(__global const elem_t *x, long x_off, long x_rs, long x_cs,
+                    __global elem_t *out, long o_off, long o_rs, long o_cs, long m, long n)
+{
+    __local float red[2 * RED_WORDS];
+    const int lane = get_local_id(0) % TEAM;
+    for (long row = get_group_id(0); row < m; row += get_num_groups(0)) {
+        const long xs = x_off + row * x_rs, os = o_off + row * o_rs;
+        const int a = (int)(xs % VEC);
+        const long end = a + n;
+        __global const elem_t *xp = x + xs - a;
+        __global elem_t *op = out + os - a;
+        float v[ITEMS];
+        /* Pass 1: running max and sum of exp(x - max) per lane. A lane that has seen nothing
+           above -inf keeps sum 0, rather than exp(-inf - -inf) = NaN. */
+        float mx = -INFINITY, sum = 0.0f;
+        for (long b = 0; b < end; b += SPAN) {
+            const int lo = b ? 0 : a, hi = (int)min(end - b, (long)SPAN);
+            #pragma unroll
+            for (int c = 0; c < CHUNKS; c++)
+                load_chunk(xp + b * x_cs, x_cs, chunk_pos(c, lane), lo, hi, v + c * VEC);
+            float nm = mx;
+            #pragma unroll
+            for (int i = 0; i < ITEMS; i++) nm = fmax(nm, v[i]);
+            if (nm == -INFINITY) continue;
+            sum *= mx == nm ? 1.0f : exp(mx - nm);
+            #pragma unroll
+            for (int i = 0; i < ITEMS; i++) sum += exp(v[i] - nm);
+            mx = nm;
+        }
+        const float row_max = team_reduce(mx, false, red);
+        sum *= mx == row_max ? 1.0f : exp(mx - row_max);
+        const float inv = 1.0f / team_reduce(sum, true, red + RED_WORDS);
+        /* Pass 2: each lane rereads and writes the very positions it read in pass 1, so in
+           place needs no synchronisation beyond the reductions. */
+        for (long b = 0; b < end; b += SPAN) {
+            const int lo = b ? 0 : a, hi = (int)min(end - b, (long)SPAN);
+            #pragma unroll
+            for (int c = 0; c < CHUNKS; c++) {
+                load_chunk(xp + b * x_cs, x_cs, chunk_pos(c, lane), lo, hi, v + c * VEC);
+                #pragma unroll
+                for (int k = 0; k < VEC; k++) v[c * VEC + k] = exp(v[c * VEC + k] - row_max) * inv;
+                store_chunk(op + b * o_cs, o_cs, chunk_pos(c, lane), lo, hi, v + c * VEC);
+            }
+        }
+    }
+}
+#endif

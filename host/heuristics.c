@@ -12,13 +12,6 @@ static unsigned pow2_floor(size_t x)
     return p;
 }
 
-static unsigned pow2_ceil(uint64_t x)
-{
-    unsigned p = 1;
-    while (p < x && p < (1u << 30)) p *= 2;
-    return p;
-}
-
 unsigned clkit_threads_per_cu(const struct clkit_device_props *p)
 {
     if (p->nv_cc_major) {
@@ -83,33 +76,70 @@ size_t clkit_persistent_groups(const struct clkit_device_props *p, unsigned occu
     return g ? (size_t)g : 1;
 }
 
-/* Registers spent per held element, per the tutorial: BLOCK_SIZE elements over num_warps. */
+/* Values one work-item holds in registers on the on-chip path: 32 at most, as the tutorial's
+   BLOCK_SIZE / (num_warps x 32) for rows up to 16384 at 16 warps. More would cut occupancy
+   (65536 registers per SM on NVIDIA) below what hides memory latency. */
 #define SOFTMAX_MAX_ITEMS 32u
+/* Values per work-item per step of the online path: four 16-byte loads in flight for f32. */
+#define SOFTMAX_ONLINE_ITEMS 16u
+/* Registers a work-item spends besides its values: addresses, row bounds, the reductions
+   (ptxas -v on sm_90 for the built variants). */
+#define SOFTMAX_BASE_REGS 24u
 
-clkit_softmax_plan clkit_softmax_heuristic(const struct clkit_device_props *p, int64_t n)
+static uint64_t div_up(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+/* GPUs: the fewest lanes that hold the row in SOFTMAX_MAX_ITEMS registers each, the online
+   path beyond a full work-group's worth. Within one warp, where the reductions are shuffles
+   without barriers, a short row is spread further, until each lane makes at most two loads,
+   so that a warp finishes its row sooner. */
+static void gpu_plan(clkit_softmax_plan *plan, const struct clkit_device_props *p,
+                     uint64_t chunks, unsigned max_team)
 {
-    clkit_softmax_plan plan = {1, 1, 1, 0};
-    unsigned warp = p->warp ? p->warp : 1;
-    unsigned max_wg = pow2_floor(min_sz(p->max_work_group, 1024));
-    uint64_t n_pow2 = pow2_ceil(n > 0 ? (uint64_t)n : 1);
-    /* Team: the tutorial's num_warps ladder (4 warps below 2048, 8 below 4096, else 16),
-       but a short row gets only as many lanes as it has elements in 4-wide chunks. */
-    unsigned team = n_pow2 >= 4096 ? 16 * warp : n_pow2 >= 2048 ? 8 * warp : 4 * warp;
-    if (!p->is_gpu) team = 16;
-    while (team > 1 && (uint64_t)team * 4 > n_pow2) team /= 2;
-    if (team > max_wg) team = max_wg;
-    uint64_t items = (n_pow2 + team - 1) / team;
-    if (items > SOFTMAX_MAX_ITEMS && p->is_gpu) {
-        team = max_wg;
-        items = (n_pow2 + team - 1) / team;
+    unsigned warp = p->warp > 1 ? p->warp : 1, vec = plan->vec;
+    uint64_t max_chunks = SOFTMAX_MAX_ITEMS / vec;
+    unsigned team = 1;
+    while (team < max_team &&
+           (div_up(chunks, team) > max_chunks || (team < warp && div_up(chunks, team) > 2)))
+        team *= 2;
+    plan->online = div_up(chunks, team) > max_chunks;
+    if (plan->online) {
+        plan->team = max_team;
+        plan->items = SOFTMAX_ONLINE_ITEMS > vec ? SOFTMAX_ONLINE_ITEMS : vec;
+        return;
     }
-    plan.team = team;
-    plan.online = items > SOFTMAX_MAX_ITEMS;
-    plan.items = plan.online ? 8 : (unsigned)items;
-    /* Short rows: several rows per group so a group still has a few warps' worth of lanes. */
-    unsigned want_wg = p->is_gpu ? 4 * warp : 16;
-    unsigned rows = 1;
-    while (!plan.online && team * rows * 2 <= want_wg && team * rows * 2 <= max_wg) rows *= 2;
-    plan.rows = rows;
+    plan->team = team;
+    plan->items = (unsigned)div_up(chunks, team) * vec;
+    /* Short rows: several to a group, so a group still has the tutorial's 4 warps. */
+    while (plan->team * plan->rows * 2 <= min_sz(4 * warp, max_team)) plan->rows *= 2;
+}
+
+/* CPUs (PoCL): no register file to fit and no warps, while every distinct plan is one more
+   slow LLVM build. Three shapes cover every length: short rows two to a group of 8-lane
+   teams, medium rows over 64 lanes, longer rows online over 64 lanes (rereading a row from
+   the CPU's caches costs little). */
+static void cpu_plan(clkit_softmax_plan *plan, uint64_t chunks, unsigned max_team)
+{
+    uint64_t max_chunks = SOFTMAX_MAX_ITEMS / plan->vec;
+    plan->team = max_team < 8 ? max_team : 8;
+    plan->rows = max_team / plan->team < 2 ? 1 : 2;
+    if (chunks > plan->team * max_chunks) {
+        plan->team = max_team < 64 ? max_team : 64;
+        plan->rows = 1;
+    }
+    plan->online = chunks > plan->team * max_chunks;
+    plan->items = plan->online ? SOFTMAX_ONLINE_ITEMS : SOFTMAX_MAX_ITEMS;
+}
+
+clkit_softmax_plan clkit_softmax_heuristic(const struct clkit_device_props *p, int64_t span,
+                                           unsigned vec, size_t wg_limit)
+{
+    clkit_softmax_plan plan = {1, 1, 1, 1, 0, 0};
+    size_t limit = wg_limit ? min_sz(wg_limit, p->max_work_group) : p->max_work_group;
+    unsigned max_team = pow2_floor(min_sz(limit, 1024));
+    plan.vec = vec == 4 || vec == 8 ? vec : 1;
+    uint64_t chunks = span > 0 ? div_up((uint64_t)span, plan.vec) : 1;
+    if (p->is_gpu) gpu_plan(&plan, p, chunks, max_team);
+    else cpu_plan(&plan, chunks, max_team);
+    plan.regs = plan.items + SOFTMAX_BASE_REGS;
     return plan;
 }

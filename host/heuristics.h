@@ -21,15 +21,22 @@ size_t clkit_stream_wg(const struct clkit_device_props *p, size_t kernel_limit);
    enough to fill the device several times over, never more than the work needs. */
 size_t clkit_stream_groups(const struct clkit_device_props *p, uint64_t items, size_t wg);
 
-/* Softmax: how a row of n elements is spread over a work-group. */
+/* Softmax: how a row is spread over a work-group. A row of `span` positions (its n elements,
+   plus vec - 1 when rows start off vector alignment) is held by a team of work-items, each
+   holding `items` values in registers; rows too long for that take the two-pass online path. */
 typedef struct clkit_softmax_plan {
-    unsigned team;       /* work-items that share one row (a power of two) */
-    unsigned rows;       /* rows per work-group; team * rows = work-group size */
-    unsigned items;      /* elements each work-item holds on chip (power of two) */
-    int online;          /* 1: row too long for chip, two-pass online path */
+    unsigned team;    /* work-items that share one row (a power of two) */
+    unsigned rows;    /* rows per work-group; team * rows = work-group size */
+    unsigned items;   /* values each work-item holds (per step when online); a multiple of vec */
+    unsigned vec;     /* elements per load: 1, or 16 bytes' worth for unit-stride rows */
+    unsigned regs;    /* estimated 32-bit registers per work-item, for occupancy */
+    int online;       /* 1: row too long to hold, two-pass online path */
 } clkit_softmax_plan;
 
-clkit_softmax_plan clkit_softmax_heuristic(const struct clkit_device_props *p, int64_t n);
+/* vec: elements per vector access (1 for strided rows); wg_limit: the built kernel's
+   work-group limit, 0 for the device's. */
+clkit_softmax_plan clkit_softmax_heuristic(const struct clkit_device_props *p, int64_t span,
+                                           unsigned vec, size_t wg_limit);
 
 /* Persistent grid: work-groups = compute units x occupancy, never more than the tasks. */
 size_t clkit_persistent_groups(const struct clkit_device_props *p, unsigned occupancy, uint64_t tasks);

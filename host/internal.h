@@ -45,6 +45,8 @@ clkit_status clkit_get_kernel(clkit_context *ctx, const char *file, const char *
 void clkit_programs_release(clkit_context *ctx);
 /* The text of cl/`file` with its #include "x.h" lines expanded; caller frees. */
 char *clkit_kernel_source(const char *file);
+/* mkdir -p; 0 on success. */
+int clkit_mkdir_p(const char *dir);
 /* Default cache dir from the environment; caller frees; NULL when none can be derived. */
 char *clkit_default_cache_dir(void);
 

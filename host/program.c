@@ -161,7 +161,7 @@ static void entry_path(const clkit_context *ctx, const char *source, const char 
              (unsigned long long)h.low64);
 }
 
-static int mkdir_p(const char *dir)
+int clkit_mkdir_p(const char *dir)
 {
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s", dir);
@@ -201,7 +201,7 @@ static void store_entry(const clkit_context *ctx, const char *path, const unsign
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.XXXXXX", path);
     int fd = -1;
-    if (mkdir_p(ctx->cache_dir) == 0) fd = mkstemp(tmp);
+    if (clkit_mkdir_p(ctx->cache_dir) == 0) fd = mkstemp(tmp);
     if (fd < 0) {
         clkit_log(CLKIT_LOG_WARN, "cannot write the binary cache in %s: %s", ctx->cache_dir,
                   strerror(errno));

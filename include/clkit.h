@@ -128,6 +128,19 @@ clkit_status clkit_dropout(clkit_context *ctx, const clkit_tensor *x, const clki
 /* Row-wise softmax over the last dimension of (M, N), any row stride. */
 clkit_status clkit_softmax(clkit_context *ctx, const clkit_tensor *x, const clkit_tensor *out);
 
+/* ---- tuned configurations ($CLKIT_CACHE_DIR/tuned.json) ---- */
+/* The cache directory in use ("" when disabled). */
+const char  *clkit_cache_dir(const clkit_context *ctx);
+typedef void (*clkit_tuned_entry_fn)(void *user, const char *op, const char *dtype,
+                                     const char *layout, const char *shape, const char *config,
+                                     double ms);
+/* Calls fn for each tuned entry of this context's device. */
+clkit_status clkit_tuned_list(clkit_context *ctx, clkit_tuned_entry_fn fn, void *user);
+/* Writes every tuned entry (all devices) to path, to ship with a deployment. */
+clkit_status clkit_tuned_export(clkit_context *ctx, const char *path);
+/* Merges the entries of an exported file into the cache; entries of the same key are replaced. */
+clkit_status clkit_tuned_import(clkit_context *ctx, const char *path);
+
 #ifdef __cplusplus
 }
 #endif

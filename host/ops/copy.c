@@ -1,6 +1,131 @@
+/* clkit_copy: out = x between any two layouts of one shape; float dtypes convert. */
 #include "../internal.h"
+
+#include <stdio.h>
+
+/* Edge of copy_transpose's tile: 32 f32 make one 128-byte line per tile row. */
+#define TILE 32
+
+static bool is_float(clkit_dtype t)
+{
+    return (CLKIT_DT_FLOAT & CLKIT_DT(t)) != 0;
+}
+
+/* One dtype: raw bits of its size. Two: the input dtype and the output format. */
+static void dtype_options(const clkit_tensor *x, const clkit_tensor *out, char *buf, size_t n)
+{
+    static const char *out_macro[] = {[CLKIT_F32] = "-D OUT_F32", [CLKIT_F16] = "-D OUT_F16",
+                                      [CLKIT_BF16] = "-D OUT_BF16"};
+    if (x->dtype == out->dtype)
+        snprintf(buf, n, "-D ELEM_BYTES=%zu", clkit_dtype_size(x->dtype));
+    else
+        snprintf(buf, n, "%s %s", clkit_dtype_macro(x->dtype), out_macro[out->dtype]);
+}
+
+/* True when x and out (merged views) have their unit strides on different dims: *xd and *od. */
+static bool transposing(const clkit_view v[2], int ndim, int *xd, int *od)
+{
+    *xd = *od = -1;
+    for (int i = CLKIT_MAX_DIMS - ndim; i < CLKIT_MAX_DIMS; i++) {
+        if (v[0].strides.s[i] == 1 && *xd < 0) *xd = i;
+        if (v[1].strides.s[i] == 1 && *od < 0) *od = i;
+    }
+    return *xd >= 0 && *od >= 0 && *xd != *od;
+}
+
+/* The dims in copy_transpose's order: the others (batch) first, then od, then xd. */
+static void transpose_order(const clkit_view v[2], int xd, int od, clkit_view t[2])
+{
+    for (int k = 0; k < 2; k++) {
+        int d = 0;
+        for (int i = 0; i < CLKIT_MAX_DIMS; i++) {
+            if (i == xd || i == od) continue;
+            t[k].shape.s[d] = v[k].shape.s[i];
+            t[k].strides.s[d++] = v[k].strides.s[i];
+        }
+        t[k].shape.s[2] = v[k].shape.s[od];
+        t[k].strides.s[2] = v[k].strides.s[od];
+        t[k].shape.s[3] = v[k].shape.s[xd];
+        t[k].strides.s[3] = v[k].strides.s[xd];
+        t[k].offset = v[k].offset;
+    }
+}
+
+/* copy_transpose with TILE_ROWS rows of TILE work-items: the streaming work-group size to
+   start with, halved until the built kernel's limit admits it. *k is NULL when not even
+   one row fits (a device with fewer than TILE work-items per group). */
+static clkit_status transpose_kernel(clkit_context *ctx, const char *dtype_opts, cl_kernel *k,
+                                     size_t *rows)
+{
+    size_t want = clkit_stream_wg(&ctx->props, 0) / TILE;
+    for (size_t r = want ? want : 1; r; r /= 2) {
+        if (TILE * r > ctx->props.max_work_group) continue;
+        char opts[128];
+        snprintf(opts, sizeof opts, "%s -D TILE=%d -D TILE_ROWS=%zu", dtype_opts, TILE, r);
+        clkit_status s = clkit_get_kernel(ctx, "copy.cl", "copy_transpose", opts, k);
+        if (s) return s;
+        if (clkit_kernel_wg_limit(ctx, *k) >= TILE * r) {
+            *rows = r;
+            return CLKIT_OK;
+        }
+    }
+    *k = NULL;
+    return CLKIT_OK;
+}
+
+static clkit_status launch_transpose(clkit_context *ctx, cl_kernel k, size_t rows,
+                                     const clkit_tensor *x, const clkit_tensor *out,
+                                     const clkit_view t[2])
+{
+    clkit_status s = clkit_set_args(ctx, k, 7, sizeof(cl_mem), &x->buffer, sizeof(cl_long),
+                                    &t[0].offset, sizeof(cl_long4), &t[0].strides,
+                                    sizeof(cl_mem), &out->buffer, sizeof(cl_long), &t[1].offset,
+                                    sizeof(cl_long4), &t[1].strides, sizeof(cl_long4),
+                                    &t[0].shape);
+    if (s) return s;
+    const cl_long *sh = t[0].shape.s;
+    uint64_t tiles = (uint64_t)sh[0] * (uint64_t)sh[1] * (uint64_t)((sh[2] + TILE - 1) / TILE) *
+                     (uint64_t)((sh[3] + TILE - 1) / TILE);
+    size_t local[2] = {TILE, rows};
+    size_t global[2] = {clkit_stream_groups(&ctx->props, tiles * TILE * rows, TILE * rows) * TILE,
+                        rows};
+    return clkit_launch(ctx, k, 2, global, local);
+}
+
 clkit_status clkit_copy(clkit_context *ctx, const clkit_tensor *x, const clkit_tensor *out)
 {
-    (void)x, (void)out;
-    return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "copy: not yet");
+    if (!ctx) return CLKIT_ERR_NULL_ARGUMENT;
+    clkit_clear_error(ctx);
+    clkit_status s;
+    if ((s = clkit_check_tensor(ctx, x, "x", 1, 4, CLKIT_DT_ANY)) ||
+        (s = clkit_check_tensor(ctx, out, "out", 1, 4, CLKIT_DT_ANY)) ||
+        (s = clkit_check_same_shape(ctx, x, "x", out, "out")))
+        return s;
+    if (x->dtype != out->dtype && !(is_float(x->dtype) && is_float(out->dtype)))
+        return clkit_fail(ctx, CLKIT_ERR_DTYPE,
+                          "copy converts only among f32, f16 and bf16, not %s to %s",
+                          clkit_dtype_name(x->dtype), clkit_dtype_name(out->dtype));
+    if ((s = clkit_check_output(ctx, out, "out")) ||
+        (s = clkit_check_disjoint(ctx, out, "out", x, "x", true)))
+        return s;
+    /* Past the overlap check, a shared first element means out is exactly x: nothing to do. */
+    if (clkit_numel(out) == 0 || (x->buffer == out->buffer && x->offset == out->offset))
+        return CLKIT_OK;
+    char opts[64];
+    dtype_options(x, out, opts, sizeof opts);
+    const clkit_tensor *ts[] = {x, out};
+    clkit_view v[2];
+    int ndim, xd, od;
+    clkit_views(2, ts, v, &ndim);
+    if (transposing(v, ndim, &xd, &od)) {
+        cl_kernel k;
+        size_t rows;
+        if ((s = transpose_kernel(ctx, opts, &k, &rows))) return s;
+        if (k) {
+            clkit_view t[2];
+            transpose_order(v, xd, od, t);
+            return launch_transpose(ctx, k, rows, x, out, t);
+        }
+    }
+    return clkit_launch_pointwise(ctx, "copy.cl", "copy", opts, 2, ts, 0);
 }

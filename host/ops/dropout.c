@@ -1,6 +1,35 @@
+/* clkit_dropout: the mask comes from Philox4x32-10 over (seed, element index); see
+   cl/dropout.cl for the exact stream. */
 #include "../internal.h"
-clkit_status clkit_dropout(clkit_context *ctx, const clkit_tensor *x, const clkit_tensor *out, float p, uint64_t seed)
+
+#include <math.h>
+
+clkit_status clkit_dropout(clkit_context *ctx, const clkit_tensor *x, const clkit_tensor *out,
+                           float p, uint64_t seed)
 {
-    (void)x, (void)out, (void)p, (void)seed;
-    return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "dropout: not yet");
+    if (!ctx) return CLKIT_ERR_NULL_ARGUMENT;
+    clkit_clear_error(ctx);
+    clkit_status s;
+    if ((s = clkit_check_tensor(ctx, x, "x", 1, 4, CLKIT_DT_FLOAT)) ||
+        (s = clkit_check_tensor(ctx, out, "out", 1, 4, CLKIT_DT_FLOAT)) ||
+        (s = clkit_check_same_shape(ctx, x, "x", out, "out")))
+        return s;
+    if (x->dtype != out->dtype)
+        return clkit_fail(ctx, CLKIT_ERR_DTYPE, "x (%s) and out (%s) must share a dtype",
+                          clkit_dtype_name(x->dtype), clkit_dtype_name(out->dtype));
+    if (!(p >= 0.0f && p <= 1.0f))
+        return clkit_fail(ctx, CLKIT_ERR_INVALID_VALUE, "p = %g is outside [0, 1]", (double)p);
+    if ((s = clkit_check_output(ctx, out, "out")) ||
+        (s = clkit_check_disjoint(ctx, out, "out", x, "x", true)))
+        return s;
+    if (clkit_numel(out) == 0) return CLKIT_OK;
+    /* u >= p with u = k * 2^-24 for an integer k is k >= ceil(p * 2^24): exact, as p * 2^24
+       is exact in f32. */
+    cl_uint threshold = (cl_uint)ceilf(p * 0x1p24f);
+    cl_float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+    cl_uint key_lo = (cl_uint)seed, key_hi = (cl_uint)(seed >> 32);
+    const clkit_tensor *ts[] = {x, out};
+    return clkit_launch_pointwise(ctx, "dropout.cl", "dropout", clkit_dtype_macro(x->dtype), 2, ts,
+                                  4, sizeof threshold, &threshold, sizeof scale, &scale,
+                                  sizeof key_lo, &key_lo, sizeof key_hi, &key_hi);
 }

@@ -1,6 +1,78 @@
+/* clkit_rgb_to_gray: (3, H, W) -> (H, W), u8 or f32. */
 #include "../internal.h"
-clkit_status clkit_rgb_to_gray(clkit_context *ctx, const clkit_tensor *rgb, const clkit_tensor *gray)
+
+#include <stdio.h>
+
+/* Pixels per work-item along a row: cl/grayscale.cl's vector width. */
+#define PIXELS 4
+
+static clkit_status check_args(clkit_context *ctx, const clkit_tensor *rgb,
+                               const clkit_tensor *gray)
 {
-    (void)rgb, (void)gray;
-    return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "grayscale: not yet");
+    const unsigned dtypes = CLKIT_DT(CLKIT_U8) | CLKIT_DT(CLKIT_F32);
+    clkit_status s;
+    if ((s = clkit_check_tensor(ctx, rgb, "rgb", 3, 3, dtypes)) ||
+        (s = clkit_check_tensor(ctx, gray, "gray", 2, 2, dtypes)))
+        return s;
+    if (rgb->dtype != gray->dtype)
+        return clkit_fail(ctx, CLKIT_ERR_DTYPE, "rgb (%s) and gray (%s) must share a dtype",
+                          clkit_dtype_name(rgb->dtype), clkit_dtype_name(gray->dtype));
+    if (rgb->shape[0] != 3 || rgb->shape[1] != gray->shape[0] || rgb->shape[2] != gray->shape[1])
+        return clkit_fail(ctx, CLKIT_ERR_SHAPE,
+                          "rgb (%lld, %lld, %lld) must be (3, H, W) for gray (H, W) = (%lld, %lld)",
+                          (long long)rgb->shape[0], (long long)rgb->shape[1],
+                          (long long)rgb->shape[2], (long long)gray->shape[0],
+                          (long long)gray->shape[1]);
+    if ((s = clkit_check_output(ctx, gray, "gray")) ||
+        (s = clkit_check_disjoint(ctx, gray, "gray", rgb, "rgb", false)))
+        return s;
+    return CLKIT_OK;
+}
+
+/* Work-group: a warp's worth of lanes along a row (fewer when the row is narrow), the rest
+   of the streaming group size down the rows. Grid: enough groups to cover the image, no more
+   than the streaming heuristic's cap; the kernel loops over what is left. */
+static void plan(const struct clkit_device_props *p, size_t wg, uint64_t h, uint64_t w,
+                 size_t local[2], size_t global[2])
+{
+    uint64_t quads = (w + PIXELS - 1) / PIXELS;
+    size_t lx = p->warp >= 8 ? p->warp : 16;
+    while (lx > 1 && lx / 2 >= quads) lx /= 2;
+    if (lx > wg) lx = wg;
+    local[0] = lx;
+    local[1] = wg / lx;
+    uint64_t gx = (quads + lx - 1) / lx, gy = (h + local[1] - 1) / local[1];
+    uint64_t cap = clkit_stream_groups(p, quads * h, lx * local[1]);
+    if (gx > cap) gx = cap;
+    if (gx * gy > cap) gy = cap / gx ? cap / gx : 1;
+    global[0] = (size_t)gx * lx;
+    global[1] = (size_t)gy * local[1];
+}
+
+clkit_status clkit_rgb_to_gray(clkit_context *ctx, const clkit_tensor *rgb,
+                               const clkit_tensor *gray)
+{
+    if (!ctx) return CLKIT_ERR_NULL_ARGUMENT;
+    clkit_clear_error(ctx);
+    clkit_status s = check_args(ctx, rgb, gray);
+    if (s || clkit_numel(gray) == 0) return s;
+    char opts[64];
+    bool row_vec = rgb->strides[2] == 1 && gray->strides[1] == 1;
+    snprintf(opts, sizeof opts, "%s%s", clkit_dtype_macro(rgb->dtype),
+             row_vec ? " -D ROW_VEC" : "");
+    cl_kernel k;
+    if ((s = clkit_get_kernel(ctx, "grayscale.cl", "gray", opts, &k))) return s;
+    size_t es = clkit_dtype_size(rgb->dtype);
+    cl_long rgb_off = (cl_long)(rgb->offset / es), gray_off = (cl_long)(gray->offset / es);
+    cl_long h = gray->shape[0], w = gray->shape[1];
+    s = clkit_set_args(ctx, k, 11, sizeof(cl_mem), &rgb->buffer, sizeof rgb_off, &rgb_off,
+                       sizeof(cl_long), &rgb->strides[0], sizeof(cl_long), &rgb->strides[1],
+                       sizeof(cl_long), &rgb->strides[2], sizeof(cl_mem), &gray->buffer,
+                       sizeof gray_off, &gray_off, sizeof(cl_long), &gray->strides[0],
+                       sizeof(cl_long), &gray->strides[1], sizeof h, &h, sizeof w, &w);
+    if (s) return s;
+    size_t local[2], global[2];
+    plan(&ctx->props, clkit_stream_wg(&ctx->props, clkit_kernel_wg_limit(ctx, k)), (uint64_t)h,
+         (uint64_t)w, local, global);
+    return clkit_launch(ctx, k, 2, global, local);
 }

@@ -1,6 +1,143 @@
+/* clkit_softmax: row-wise softmax over the last dimension of (M, N), see cl/softmax.cl.
+
+   The plan (team, rows per group, values per work-item) comes from the row length and the
+   device; the grid from the built kernel: as many groups as the device keeps resident, given
+   the kernel's local memory and estimated registers, each looping over rows. */
 #include "../internal.h"
+
+#include <stdio.h>
+
+/* A 2-D view as the kernels take it: offsets and strides in elements. */
+typedef struct layout {
+    cl_long x_off, x_rs, x_cs, o_off, o_rs, o_cs, m, n;
+} layout;
+
+static layout make_layout(const clkit_tensor *x, const clkit_tensor *out)
+{
+    size_t es = clkit_dtype_size(x->dtype);
+    layout l = {(cl_long)(x->offset / es), x->strides[0], x->strides[1],
+                (cl_long)(out->offset / es), out->strides[0], out->strides[1],
+                x->shape[0], x->shape[1]};
+    /* Strides of a dim of extent 1 are never applied: normalise them so they cannot stop the
+       vector path. */
+    if (l.m == 1) l.x_rs = l.o_rs = 0;
+    if (l.n == 1) l.x_cs = l.o_cs = 1;
+    return l;
+}
+
+static int64_t mod(int64_t a, int64_t b) { return ((a % b) + b) % b; }
+
+/* 16-byte loads and stores need unit columns and the same alignment phase in x and out, so
+   one position grid serves both. */
+static unsigned vector_width(const layout *l, clkit_dtype dtype)
+{
+    int64_t vec = 16 / (int64_t)clkit_dtype_size(dtype);
+    if (l->x_cs != 1 || l->o_cs != 1) return 1;
+    if (mod(l->x_off - l->o_off, vec) || mod(l->x_rs - l->o_rs, vec)) return 1;
+    return (unsigned)vec;
+}
+
+/* Positions a row occupies: its elements, plus up to vec - 1 masked ones before it when
+   rows start off alignment. */
+static int64_t row_span(const layout *l, unsigned vec)
+{
+    bool aligned = l->x_off % vec == 0 && mod(l->x_rs, vec) == 0;
+    return l->n + (aligned ? 0 : vec - 1);
+}
+
+static clkit_status build(clkit_context *ctx, const clkit_softmax_plan *plan, clkit_dtype dtype,
+                          bool portable, cl_kernel *k)
+{
+    char opts[192];
+    snprintf(opts, sizeof opts, "%s -D TEAM=%u -D ROWS=%u -D ITEMS=%u -D VEC=%u -D ONLINE=%d%s",
+             clkit_dtype_macro(dtype), plan->team, plan->rows, plan->items, plan->vec,
+             plan->online, portable ? " -D SOFTMAX_PORTABLE" : "");
+    return clkit_get_kernel(ctx, "softmax.cl", plan->online ? "softmax_online" : "softmax_rows",
+                            opts, k);
+}
+
+/* The NVIDIA build carries inline PTX; should the driver refuse it, the portable
+   reductions still run. */
+static clkit_status build_with_fallback(clkit_context *ctx, const clkit_softmax_plan *plan,
+                                        clkit_dtype dtype, cl_kernel *k)
+{
+    clkit_status s = build(ctx, plan, dtype, false, k);
+    if (s != CLKIT_ERR_BUILD || !ctx->props.nv_cc_major) return s;
+    clkit_log(CLKIT_LOG_WARN, "softmax: the warp-shuffle build failed, using the portable path: %s",
+              clkit_last_error(ctx));
+    clkit_clear_error(ctx);
+    return build(ctx, plan, dtype, true, k);
+}
+
+/* Builds the planned kernel; when the built kernel cannot run the planned work-group,
+   re-plans within its limit (a smaller team, or the online path). */
+static clkit_status plan_kernel(clkit_context *ctx, const layout *l, clkit_dtype dtype,
+                                clkit_softmax_plan *plan, cl_kernel *k)
+{
+    unsigned vec = vector_width(l, dtype);
+    int64_t span = row_span(l, vec);
+    *plan = clkit_softmax_heuristic(&ctx->props, span, vec, 0);
+    for (;;) {
+        clkit_status s = build_with_fallback(ctx, plan, dtype, k);
+        if (s) return s;
+        size_t limit = clkit_kernel_wg_limit(ctx, *k), wg = (size_t)plan->team * plan->rows;
+        if (wg <= limit) return CLKIT_OK;
+        clkit_softmax_plan next = clkit_softmax_heuristic(&ctx->props, span, vec, limit);
+        if ((size_t)next.team * next.rows >= wg)
+            return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED,
+                              "softmax: the kernel runs at most %zu work-items per group", limit);
+        clkit_log(CLKIT_LOG_DEBUG, "softmax: kernel limit %zu < %zu work-items, re-planning",
+                  limit, wg);
+        *plan = next;
+    }
+}
+
+static clkit_status launch(clkit_context *ctx, const clkit_tensor *x, const clkit_tensor *out,
+                           const layout *l)
+{
+    clkit_softmax_plan plan;
+    cl_kernel k;
+    clkit_status s = plan_kernel(ctx, l, x->dtype, &plan, &k);
+    if (s) return s;
+    cl_int n32 = (cl_int)l->n;
+    s = clkit_set_args(ctx, k, 10, sizeof(cl_mem), &x->buffer, sizeof l->x_off, &l->x_off,
+                       sizeof l->x_rs, &l->x_rs, sizeof l->x_cs, &l->x_cs, sizeof(cl_mem),
+                       &out->buffer, sizeof l->o_off, &l->o_off, sizeof l->o_rs, &l->o_rs,
+                       sizeof l->o_cs, &l->o_cs, sizeof l->m, &l->m,
+                       plan.online ? sizeof l->n : sizeof n32, plan.online ? (const void *)&l->n
+                                                                           : (const void *)&n32);
+    if (s) return s;
+    size_t wg = (size_t)plan.team * plan.rows;
+    uint64_t local_bytes, private_bytes;
+    clkit_kernel_mem(ctx, k, &local_bytes, &private_bytes);
+    unsigned occupancy = clkit_occupancy(&ctx->props, wg, local_bytes, plan.regs);
+    uint64_t tasks = ((uint64_t)l->m + plan.rows - 1) / plan.rows;
+    size_t global = clkit_persistent_groups(&ctx->props, occupancy, tasks) * wg;
+    clkit_log(CLKIT_LOG_DEBUG,
+              "softmax %lldx%lld %s: team %u rows %u items %u vec %u%s, %zu groups (occupancy %u, "
+              "local %llu B, private %llu B)",
+              (long long)l->m, (long long)l->n, clkit_dtype_name(x->dtype), plan.team, plan.rows,
+              plan.items, plan.vec, plan.online ? " online" : "", global / wg, occupancy,
+              (unsigned long long)local_bytes, (unsigned long long)private_bytes);
+    return clkit_launch(ctx, k, 1, &global, &wg);
+}
+
 clkit_status clkit_softmax(clkit_context *ctx, const clkit_tensor *x, const clkit_tensor *out)
 {
-    (void)x, (void)out;
-    return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "softmax: not yet");
+    if (!ctx) return CLKIT_ERR_NULL_ARGUMENT;
+    clkit_clear_error(ctx);
+    clkit_status s;
+    if ((s = clkit_check_tensor(ctx, x, "x", 2, 2, CLKIT_DT_FLOAT)) ||
+        (s = clkit_check_tensor(ctx, out, "out", 2, 2, CLKIT_DT_FLOAT)) ||
+        (s = clkit_check_same_shape(ctx, x, "x", out, "out")))
+        return s;
+    if (x->dtype != out->dtype)
+        return clkit_fail(ctx, CLKIT_ERR_DTYPE, "x (%s) and out (%s) must share a dtype",
+                          clkit_dtype_name(x->dtype), clkit_dtype_name(out->dtype));
+    if ((s = clkit_check_output(ctx, out, "out")) ||
+        (s = clkit_check_disjoint(ctx, out, "out", x, "x", true)))
+        return s;
+    if (clkit_numel(x) == 0) return CLKIT_OK;
+    layout l = make_layout(x, out);
+    return launch(ctx, x, out, &l);
 }

@@ -1,6 +1,43 @@
+/* clkit_swizzle2d: the tl.swizzle2d demo, a permutation of an (M, N) matrix. */
 #include "../internal.h"
-clkit_status clkit_swizzle2d(clkit_context *ctx, const clkit_tensor *x, const clkit_tensor *out, int group_size)
+
+#include <stdio.h>
+
+clkit_status clkit_swizzle2d(clkit_context *ctx, const clkit_tensor *x, const clkit_tensor *out,
+                             int group_size)
 {
-    (void)x, (void)out, (void)group_size;
-    return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "swizzle2d: not yet");
+    if (!ctx) return CLKIT_ERR_NULL_ARGUMENT;
+    clkit_clear_error(ctx);
+    clkit_status s;
+    if ((s = clkit_check_tensor(ctx, x, "x", 2, 2, CLKIT_DT_ANY)) ||
+        (s = clkit_check_tensor(ctx, out, "out", 2, 2, CLKIT_DT_ANY)) ||
+        (s = clkit_check_same_shape(ctx, x, "x", out, "out")))
+        return s;
+    if (x->dtype != out->dtype)
+        return clkit_fail(ctx, CLKIT_ERR_DTYPE, "x (%s) and out (%s) must share a dtype",
+                          clkit_dtype_name(x->dtype), clkit_dtype_name(out->dtype));
+    if (group_size < 1)
+        return clkit_fail(ctx, CLKIT_ERR_INVALID_VALUE, "group_size = %d; it must be at least 1",
+                          group_size);
+    if ((s = clkit_check_output(ctx, out, "out")) ||
+        (s = clkit_check_disjoint(ctx, out, "out", x, "x", false)))
+        return s;
+    cl_long m = x->shape[0], n = x->shape[1];
+    if (m * n == 0) return CLKIT_OK;
+    cl_long group = group_size < m ? group_size : m;
+    char opts[32];
+    snprintf(opts, sizeof opts, "-D ELEM_BYTES=%zu", clkit_dtype_size(x->dtype));
+    cl_kernel k;
+    if ((s = clkit_get_kernel(ctx, "swizzle.cl", "swizzle", opts, &k))) return s;
+    size_t es = clkit_dtype_size(x->dtype);
+    cl_long x_off = (cl_long)(x->offset / es), out_off = (cl_long)(out->offset / es);
+    s = clkit_set_args(ctx, k, 11, sizeof(cl_mem), &x->buffer, sizeof x_off, &x_off,
+                       sizeof(cl_long), &x->strides[0], sizeof(cl_long), &x->strides[1],
+                       sizeof(cl_mem), &out->buffer, sizeof out_off, &out_off, sizeof(cl_long),
+                       &out->strides[0], sizeof(cl_long), &out->strides[1], sizeof m, &m,
+                       sizeof n, &n, sizeof group, &group);
+    if (s) return s;
+    size_t wg = clkit_stream_wg(&ctx->props, clkit_kernel_wg_limit(ctx, k));
+    size_t global = clkit_stream_groups(&ctx->props, (uint64_t)(m * n), wg) * wg;
+    return clkit_launch(ctx, k, 1, &global, &wg);
 }

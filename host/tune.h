@@ -1,0 +1,46 @@
+/* Tuned configurations: compile-time parameters of one kernel choice, and the JSON cache that
+   keeps the fastest one per device, op, dtypes, layout and shape. */
+#ifndef CLKIT_TUNE_H
+#define CLKIT_TUNE_H
+
+#include "internal.h"
+
+#define CLKIT_CONFIG_MAX 16
+
+/* Named integer parameters, passed to kernels as -D NAME=value. "provider" is one more
+   parameter (0: clkit's kernels, 1: CLBlast) that is not passed to the compiler. */
+typedef struct clkit_config {
+    int n;
+    struct {
+        char name[24];
+        int value;
+    } p[CLKIT_CONFIG_MAX];
+} clkit_config;
+
+int clkit_config_get(const clkit_config *c, const char *name, int fallback);
+void clkit_config_set(clkit_config *c, const char *name, int value);
+/* "-D BLOCK_M=128 -D BLOCK_N=64 ..." for every parameter except provider. */
+void clkit_config_options(const clkit_config *c, char *buf, size_t n);
+/* "BLOCK_M=128,BLOCK_N=64" -> config; 0 on success, -1 on a malformed string. */
+int clkit_config_parse(const char *s, clkit_config *out);
+/* "BLOCK_M=128,BLOCK_N=64": the form clkit_config_parse reads. */
+void clkit_config_format(const clkit_config *c, char *buf, size_t n);
+
+typedef struct clkit_tune_key {
+    char op[32];      /* "matmul" */
+    char dtype[32];   /* "f16.f16.f32": inputs then output */
+    char layout[32];  /* "nt", "batched.nn", ... */
+    int64_t shape[4]; /* op-defined, e.g. M, N, K, batch */
+    int nshape;
+} clkit_tune_key;
+
+typedef enum { CLKIT_LOOKUP_NONE, CLKIT_LOOKUP_NEAREST, CLKIT_LOOKUP_EXACT } clkit_lookup;
+
+/* The cached config for key on this device: the exact shape, else the nearest tuned shape of
+   the same op, dtypes and layout (log-distance over the shape), else NONE. */
+clkit_lookup clkit_cache_lookup(clkit_context *ctx, const clkit_tune_key *key, clkit_config *out);
+/* Adds or replaces key's entry: read-merge-write under a lock, temp file + rename. */
+clkit_status clkit_cache_store(clkit_context *ctx, const clkit_tune_key *key,
+                               const clkit_config *cfg, double ms);
+
+#endif

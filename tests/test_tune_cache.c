@@ -1,0 +1,243 @@
+/* The tuned-config cache: lookup fallbacks (exact, nearest, none), corrupt, truncated and
+   newer-format files, concurrent tuners, export and import. */
+#define _GNU_SOURCE
+#include "tune.h"
+#include "util.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static clkit_context *ctx_in(const char *dir)
+{
+    clkit_context *ctx = NULL;
+    clkit_options opt = {0};
+    opt.cache_dir = dir;
+    ck_assert_int_eq(clkit_context_create(&ctx, &opt), CLKIT_OK);
+    return ctx;
+}
+
+static char *fresh_dir(void)
+{
+    static char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/clkit-tune-XXXXXX");
+    ck_assert(mkdtemp(dir) != NULL);
+    return dir;
+}
+
+static clkit_tune_key key(const char *layout, int64_t m, int64_t n, int64_t k)
+{
+    clkit_tune_key kk;
+    memset(&kk, 0, sizeof kk);
+    snprintf(kk.op, sizeof kk.op, "matmul");
+    snprintf(kk.dtype, sizeof kk.dtype, "f32.f32.f32");
+    snprintf(kk.layout, sizeof kk.layout, "%s", layout);
+    kk.shape[0] = m, kk.shape[1] = n, kk.shape[2] = k, kk.shape[3] = 1;
+    kk.nshape = 4;
+    return kk;
+}
+
+static clkit_config config(int block)
+{
+    clkit_config c = {0};
+    clkit_config_set(&c, "BLOCK_M", block);
+    clkit_config_set(&c, "BLOCK_N", block / 2);
+    return c;
+}
+
+static void write_text(const char *dir, const char *name, const char *text)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    ck_assert(f != NULL);
+    fputs(text, f);
+    fclose(f);
+}
+
+START_TEST(config_strings)
+{
+    clkit_config c;
+    ck_assert_int_eq(clkit_config_parse("BLOCK_M=128,BLOCK_N = 64, provider=1", &c), 0);
+    ck_assert_int_eq(clkit_config_get(&c, "BLOCK_M", 0), 128);
+    ck_assert_int_eq(clkit_config_get(&c, "BLOCK_N", 0), 64);
+    ck_assert_int_eq(clkit_config_get(&c, "GROUP_M", 8), 8);
+    char buf[256];
+    clkit_config_options(&c, buf, sizeof buf);
+    ck_assert_str_eq(buf, "-D BLOCK_M=128 -D BLOCK_N=64");
+    clkit_config_format(&c, buf, sizeof buf);
+    ck_assert_str_eq(buf, "BLOCK_M=128,BLOCK_N=64,provider=1");
+    ck_assert_int_eq(clkit_config_parse("BLOCK_M=", &c), -1);
+    ck_assert_int_eq(clkit_config_parse("BLOCK_M=1;rm -rf", &c), -1);
+    ck_assert_int_eq(clkit_config_parse("", &c), 0);
+    ck_assert_int_eq(c.n, 0);
+}
+END_TEST
+
+START_TEST(lookup_fallbacks)
+{
+    clkit_context *ctx = ctx_in(fresh_dir());
+    clkit_config got;
+    clkit_tune_key k1 = key("nn", 1024, 1024, 1024), k2 = key("nn", 64, 64, 64);
+    ck_assert_int_eq(clkit_cache_lookup(ctx, &k1, &got), CLKIT_LOOKUP_NONE);
+    clkit_config c1 = config(128), c2 = config(32);
+    ck_assert_int_eq(clkit_cache_store(ctx, &k1, &c1, 1.5), CLKIT_OK);
+    ck_assert_int_eq(clkit_cache_store(ctx, &k2, &c2, 0.1), CLKIT_OK);
+    ck_assert_int_eq(clkit_cache_lookup(ctx, &k1, &got), CLKIT_LOOKUP_EXACT);
+    ck_assert_int_eq(clkit_config_get(&got, "BLOCK_M", 0), 128);
+    clkit_tune_key near_big = key("nn", 2048, 1000, 900), near_small = key("nn", 100, 50, 64);
+    ck_assert_int_eq(clkit_cache_lookup(ctx, &near_big, &got), CLKIT_LOOKUP_NEAREST);
+    ck_assert_int_eq(clkit_config_get(&got, "BLOCK_M", 0), 128);
+    ck_assert_int_eq(clkit_cache_lookup(ctx, &near_small, &got), CLKIT_LOOKUP_NEAREST);
+    ck_assert_int_eq(clkit_config_get(&got, "BLOCK_M", 0), 32);
+    clkit_tune_key other_layout = key("tn", 1024, 1024, 1024);
+    ck_assert_int_eq(clkit_cache_lookup(ctx, &other_layout, &got), CLKIT_LOOKUP_NONE);
+    /* replacing an entry keeps one entry per key */
+    clkit_config c3 = config(64);
+    ck_assert_int_eq(clkit_cache_store(ctx, &k1, &c3, 1.0), CLKIT_OK);
+    ck_assert_int_eq(clkit_cache_lookup(ctx, &k1, &got), CLKIT_LOOKUP_EXACT);
+    ck_assert_int_eq(clkit_config_get(&got, "BLOCK_M", 0), 64);
+    clkit_context_release(ctx);
+}
+END_TEST
+
+START_TEST(bad_files)
+{
+    static const char *texts[] = {
+        "{\"format\": 1, \"entries\": [{\"device\": ", /* truncated */
+        "\x01\x02 not json at all",
+        "{\"format\": \"one\"}",
+        "{\"format\": 1, \"entries\": {\"not\": \"an array\"}}",
+        "{\"format\": 1, \"entries\": [1, \"x\", {\"op\": 3}, {\"shape\": [1,2,3,4,5,6]}]}",
+        "",
+    };
+    for (size_t i = 0; i < sizeof texts / sizeof *texts; i++) {
+        char *dir = fresh_dir();
+        write_text(dir, "tuned.json", texts[i]);
+        clkit_context *ctx = ctx_in(dir);
+        clkit_config got;
+        clkit_tune_key k = key("nn", 8, 8, 8);
+        ck_assert_int_eq(clkit_cache_lookup(ctx, &k, &got), CLKIT_LOOKUP_NONE);
+        clkit_config c = config(16);
+        ck_assert_int_eq(clkit_cache_store(ctx, &k, &c, 0.5), CLKIT_OK);
+        ck_assert_int_eq(clkit_cache_lookup(ctx, &k, &got), CLKIT_LOOKUP_EXACT);
+        clkit_context_release(ctx);
+    }
+}
+END_TEST
+
+START_TEST(newer_format_is_left_alone)
+{
+    char *dir = fresh_dir();
+    const char *text = "{\"format\": 99, \"entries\": []}";
+    write_text(dir, "tuned.json", text);
+    clkit_context *ctx = ctx_in(dir);
+    clkit_tune_key k = key("nn", 8, 8, 8);
+    clkit_config c = config(16), got;
+    ck_assert_int_eq(clkit_cache_lookup(ctx, &k, &got), CLKIT_LOOKUP_NONE);
+    TU_EXPECT(CLKIT_ERR_IO, clkit_cache_store(ctx, &k, &c, 0.5));
+    clkit_context_release(ctx);
+    char path[256], buf[128] = "";
+    snprintf(path, sizeof path, "%s/tuned.json", dir);
+    FILE *f = fopen(path, "r");
+    ck_assert(f && fgets(buf, sizeof buf, f));
+    fclose(f);
+    ck_assert_str_eq(buf, text);
+}
+END_TEST
+
+START_TEST(concurrent_tuners_lose_nothing)
+{
+    char *dir = fresh_dir();
+    enum { PROCS = 4, EACH = 15 };
+    pid_t pids[PROCS];
+    for (int p = 0; p < PROCS; p++) {
+        pids[p] = fork();
+        ck_assert(pids[p] >= 0);
+        if (pids[p] == 0) {
+            clkit_context *ctx = ctx_in(dir);
+            int bad = 0;
+            for (int i = 0; i < EACH; i++) {
+                clkit_tune_key k = key("nn", 100 + p, 200 + i, 300);
+                clkit_config c = config(8 * (p + 1));
+                bad |= clkit_cache_store(ctx, &k, &c, 1.0) != CLKIT_OK;
+            }
+            clkit_context_release(ctx);
+            _exit(bad);
+        }
+    }
+    for (int p = 0; p < PROCS; p++) {
+        int st;
+        ck_assert(waitpid(pids[p], &st, 0) == pids[p]);
+        ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    clkit_context *ctx = ctx_in(dir);
+    for (int p = 0; p < PROCS; p++)
+        for (int i = 0; i < EACH; i++) {
+            clkit_tune_key k = key("nn", 100 + p, 200 + i, 300);
+            clkit_config got;
+            ck_assert_msg(clkit_cache_lookup(ctx, &k, &got) == CLKIT_LOOKUP_EXACT, "lost %d/%d", p, i);
+            ck_assert_int_eq(clkit_config_get(&got, "BLOCK_M", 0), 8 * (p + 1));
+        }
+    clkit_context_release(ctx);
+}
+END_TEST
+
+static void count_entry(void *user, const char *op, const char *dtype, const char *layout,
+                        const char *shape, const char *config, double ms)
+{
+    (void)op, (void)dtype, (void)layout, (void)shape, (void)config, (void)ms;
+    ++*(int *)user;
+}
+
+START_TEST(export_import)
+{
+    char src[64], dst[64], file[128];
+    snprintf(src, sizeof src, "%s", fresh_dir());
+    snprintf(dst, sizeof dst, "%s", fresh_dir());
+    snprintf(file, sizeof file, "%s/export.json", dst);
+    clkit_context *ctx = ctx_in(src);
+    for (int i = 0; i < 5; i++) {
+        clkit_tune_key k = key("nt", 64 << i, 64, 64);
+        clkit_config c = config(16 << (i % 3));
+        TU_CHECK(clkit_cache_store(ctx, &k, &c, 0.25));
+    }
+    TU_CHECK(clkit_tuned_export(ctx, file));
+    clkit_context_release(ctx);
+    ctx = ctx_in(dst);
+    int n = 0;
+    TU_CHECK(clkit_tuned_list(ctx, count_entry, &n));
+    ck_assert_int_eq(n, 0);
+    TU_CHECK(clkit_tuned_import(ctx, file));
+    TU_CHECK(clkit_tuned_import(ctx, file)); /* idempotent: same keys replace */
+    TU_CHECK(clkit_tuned_list(ctx, count_entry, &n));
+    ck_assert_int_eq(n, 5);
+    clkit_tune_key k = key("nt", 64 << 4, 64, 64);
+    clkit_config got;
+    ck_assert_int_eq(clkit_cache_lookup(ctx, &k, &got), CLKIT_LOOKUP_EXACT);
+    ck_assert_int_eq(clkit_config_get(&got, "BLOCK_M", 0), 32);
+    write_text(dst, "junk.json", "[1,2,3]");
+    char junk[128];
+    snprintf(junk, sizeof junk, "%s/junk.json", dst);
+    TU_EXPECT(CLKIT_ERR_IO, clkit_tuned_import(ctx, junk));
+    TU_EXPECT(CLKIT_ERR_IO, clkit_tuned_import(ctx, "/nonexistent/file.json"));
+    TU_EXPECT(CLKIT_ERR_IO, clkit_tuned_export(ctx, "/nonexistent/dir/file.json"));
+    TU_EXPECT(CLKIT_ERR_NULL_ARGUMENT, clkit_tuned_import(ctx, NULL));
+    clkit_context_release(ctx);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("tune_cache");
+    TCase *tc = tu_tcase("tune_cache");
+    tcase_add_test(tc, config_strings);
+    tcase_add_test(tc, lookup_fallbacks);
+    tcase_add_test(tc, bad_files);
+    tcase_add_test(tc, newer_format_is_left_alone);
+    tcase_add_test(tc, concurrent_tuners_lose_nothing);
+    tcase_add_test(tc, export_import);
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}

@@ -1,0 +1,98 @@
+/* Helpers shared by the subcommands. */
+#include "tool.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+const char *tool_detail(clkit_status s, const char *detail)
+{
+    const char *name = clkit_status_string(s);
+    size_t n = strlen(name);
+    if (!detail) return "";
+    if (strncmp(detail, name, n) == 0 && detail[n] == ':') detail += n + 1;
+    while (*detail == ' ') detail++;
+    return detail;
+}
+
+void tool_error(const char *what, clkit_status s, const char *detail)
+{
+    detail = tool_detail(s, detail);
+    fprintf(stderr, "clkit: %s: %s%s%s\n", what, clkit_status_string(s), *detail ? ": " : "",
+            detail);
+}
+
+clkit_status tool_open(clkit_context **ctx, const char *device, const char *cache_dir,
+                       int profiling)
+{
+    clkit_options opt = {device, cache_dir, profiling};
+    return clkit_context_create(ctx, &opt);
+}
+
+double tool_now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+void tool_bytes_text(uint64_t bytes, char *buf, size_t n)
+{
+    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)bytes;
+    size_t u = 0;
+    while (v >= 1024 && u + 1 < sizeof units / sizeof *units) {
+        v /= 1024;
+        u++;
+    }
+    snprintf(buf, n, u ? "%.1f %s" : "%.0f %s", v, units[u]);
+}
+
+int tool_dtype_parse(const char *name)
+{
+    static const clkit_dtype all[] = {CLKIT_F32, CLKIT_F16, CLKIT_BF16,
+                                      CLKIT_U8,  CLKIT_I32, CLKIT_I64};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        if (strcmp(name, clkit_dtype_name(all[i])) == 0) return (int)all[i];
+    return -1;
+}
+
+#define FIELD(name, kind) {#name, kind, offsetof(struct clkit_device_props, name)}
+const prop_field tool_props[] = {
+    FIELD(platform, PROP_TEXT),       FIELD(vendor, PROP_TEXT),
+    FIELD(name, PROP_TEXT),           FIELD(driver, PROP_TEXT),
+    FIELD(device_version, PROP_TEXT), FIELD(c_version, PROP_TEXT),
+    FIELD(is_gpu, PROP_INT),          FIELD(is_cpu, PROP_INT),
+    FIELD(compute_units, PROP_UNSIGNED), FIELD(global_mem, PROP_U64),
+    FIELD(max_alloc, PROP_U64),       FIELD(local_mem, PROP_U64),
+    FIELD(max_work_group, PROP_SIZE), FIELD(warp, PROP_UNSIGNED),
+    FIELD(registers, PROP_UNSIGNED),  FIELD(nv_cc_major, PROP_INT),
+    FIELD(nv_cc_minor, PROP_INT),     FIELD(amd_gfx, PROP_TEXT),
+    FIELD(simd_per_cu, PROP_UNSIGNED), FIELD(fp16, PROP_INT),
+    FIELD(fp64, PROP_INT),            FIELD(subgroups, PROP_INT),
+    FIELD(opencl_c_major, PROP_INT),  FIELD(opencl_c_minor, PROP_INT),
+};
+#undef FIELD
+const size_t tool_prop_count = sizeof tool_props / sizeof *tool_props;
+
+const char *tool_prop_text(const struct clkit_device_props *p, const prop_field *f)
+{
+    return f->kind == PROP_TEXT ? (const char *)p + f->offset : NULL;
+}
+
+int64_t tool_prop_int(const struct clkit_device_props *p, const prop_field *f)
+{
+    const char *at = (const char *)p + f->offset;
+    int i;
+    unsigned u;
+    uint64_t q;
+    size_t z;
+    switch (f->kind) {
+    case PROP_INT: memcpy(&i, at, sizeof i); return i;
+    case PROP_UNSIGNED: memcpy(&u, at, sizeof u); return u;
+    case PROP_U64: memcpy(&q, at, sizeof q); return (int64_t)q;
+    case PROP_SIZE: memcpy(&z, at, sizeof z); return (int64_t)z;
+    case PROP_TEXT: break;
+    }
+    return 0;
+}

@@ -1,0 +1,356 @@
+/* Bench output: human tables, CSV, JSON (json-c) and plots (gnuplot). */
+#include "output.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "tool.h"
+
+/* The measured values of a row, in CSV column order. Throughput quantiles are named for
+   throughput: gbps_p20 is the 20 % quantile of GB/s, so it comes from the 80 % one of time. */
+enum { V_MS, V_MS_P20, V_MS_P80, V_GBPS, V_GBPS_P20, V_GBPS_P80, V_COLD, V_WARM, V_COUNT };
+static const char *const value_names[V_COUNT] = {
+    "ms_median", "ms_p20", "ms_p80", "gbps_median", "gbps_p20", "gbps_p80", "cold_ms", "warm_ms",
+};
+
+static double gbps(uint64_t bytes, double ms)
+{
+    return ms > 0 ? (double)bytes / ms * 1e-6 : 0;
+}
+
+static void row_values(const out_row *row, double v[V_COUNT])
+{
+    const measurement *m = &row->m;
+    v[V_MS] = m->ms_median;
+    v[V_MS_P20] = m->ms_p20;
+    v[V_MS_P80] = m->ms_p80;
+    v[V_GBPS] = gbps(row->bytes, m->ms_median);
+    v[V_GBPS_P20] = gbps(row->bytes, m->ms_p80);
+    v[V_GBPS_P80] = gbps(row->bytes, m->ms_p20);
+    v[V_COLD] = m->cold_ms;
+    v[V_WARM] = m->warm_ms;
+}
+
+out_row out_row_make(const op_problem *p, const measurement *m)
+{
+    out_row row;
+    memset(&row, 0, sizeof row);
+    row.op = p->op;
+    row.dtype = p->dtype;
+    row.transposed = p->shape.transposed;
+    op_shape_text(p, row.shape, sizeof row.shape);
+    row.bytes = op_bytes(p);
+    row.x = op_plot_x(p);
+    row.m = *m;
+    return row;
+}
+
+/* ---- table ---- */
+
+static void table_header(const out_row *row, const struct clkit_device_props *dev)
+{
+    printf("\n%s %s on %s: GB/s median, 20 %% and 80 %% quantiles; first call (ms): "
+           "cold = compile, warm = binary cache hit\n",
+           row->op->name, clkit_dtype_name(row->dtype), dev->name);
+    printf("%14s %10s %10s %10s %11s %10s %10s %5s\n", "shape", "GB/s", "p20", "p80",
+           "median ms", "cold ms", "warm ms", "reps");
+}
+
+/* A first-call time, or "-" where it was not measured. */
+static void table_ms(double ms)
+{
+    if (isnan(ms))
+        printf(" %10s", "-");
+    else
+        printf(" %10.1f", ms);
+}
+
+static void table_row(const out_row *row)
+{
+    double v[V_COUNT];
+    row_values(row, v);
+    printf("%14s %10.1f %10.1f %10.1f %11.4f", row->shape, v[V_GBPS], v[V_GBPS_P20],
+           v[V_GBPS_P80], v[V_MS]);
+    table_ms(v[V_COLD]);
+    table_ms(v[V_WARM]);
+    printf(" %5d\n", row->m.reps);
+}
+
+/* ---- CSV ---- */
+
+static void csv_quoted(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"') putchar('"');
+        putchar(*s);
+    }
+    putchar('"');
+}
+
+static void csv_header(void)
+{
+    printf("op,dtype,shape,n_bytes");
+    for (int i = 0; i < V_COUNT; i++) printf(",%s", value_names[i]);
+    printf(",device\n");
+}
+
+static void csv_row(const out_row *row, const struct clkit_device_props *dev)
+{
+    double v[V_COUNT];
+    row_values(row, v);
+    printf("%s,%s,%s,%llu", row->op->name, clkit_dtype_name(row->dtype), row->shape,
+           (unsigned long long)row->bytes);
+    /* Values not measured stay empty. */
+    for (int i = 0; i < V_COUNT; i++) {
+        if (isnan(v[i]))
+            putchar(',');
+        else
+            printf(",%.6g", v[i]);
+    }
+    putchar(',');
+    csv_quoted(dev->name);
+    putchar('\n');
+}
+
+/* ---- JSON ---- */
+
+/* Six digits, as in the CSV; null where not measured. */
+static json_object *json_number(double v)
+{
+    char text[32];
+    if (isnan(v)) return NULL;
+    snprintf(text, sizeof text, "%.6g", v);
+    return json_object_new_double_s(v, text);
+}
+
+static json_object *json_device(const struct clkit_device_props *dev)
+{
+    json_object *o = json_object_new_object();
+    for (size_t i = 0; i < tool_prop_count; i++) {
+        const prop_field *f = &tool_props[i];
+        const char *text = tool_prop_text(dev, f);
+        json_object_object_add(o, f->name, text ? json_object_new_string(text)
+                                                : json_object_new_int64(tool_prop_int(dev, f)));
+    }
+    return o;
+}
+
+static json_object *json_row(const out_row *row)
+{
+    double v[V_COUNT];
+    row_values(row, v);
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "op", json_object_new_string(row->op->name));
+    json_object_object_add(o, "dtype", json_object_new_string(clkit_dtype_name(row->dtype)));
+    json_object_object_add(o, "shape", json_object_new_string(row->shape));
+    json_object_object_add(o, "n_bytes", json_object_new_int64((int64_t)row->bytes));
+    for (int i = 0; i < V_COUNT; i++) json_object_object_add(o, value_names[i], json_number(v[i]));
+    json_object_object_add(o, "reps", json_object_new_int(row->m.reps));
+    return o;
+}
+
+static clkit_status json_print(const out_report *r)
+{
+    json_object *doc = json_object_new_object(), *rows = json_object_new_array();
+    if (!doc || !rows) {
+        json_object_put(doc);
+        json_object_put(rows);
+        return CLKIT_ERR_OUT_OF_MEMORY;
+    }
+    json_object_object_add(doc, "clkit_version", json_object_new_string(CLKIT_VERSION_STRING));
+    json_object_object_add(doc, "device", json_device(&r->dev));
+    for (size_t i = 0; i < r->count; i++) json_object_array_add(rows, json_row(&r->rows[i]));
+    json_object_object_add(doc, "rows", rows);
+    const char *text = json_object_to_json_string_ext(
+        doc, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
+    clkit_status s = text ? CLKIT_OK : CLKIT_ERR_OUT_OF_MEMORY;
+    if (text) printf("%s\n", text);
+    json_object_put(doc);
+    return s;
+}
+
+/* ---- the report ---- */
+
+void out_begin(out_report *r, out_format format, const struct clkit_device_props *dev)
+{
+    memset(r, 0, sizeof *r);
+    r->format = format;
+    r->dev = *dev;
+    if (format == OUT_CSV) csv_header();
+}
+
+clkit_status out_add(out_report *r, const out_row *row)
+{
+    if (r->count == r->cap) {
+        size_t cap = r->cap ? 2 * r->cap : 64;
+        out_row *rows = realloc(r->rows, cap * sizeof *rows);
+        if (!rows) return CLKIT_ERR_OUT_OF_MEMORY;
+        r->rows = rows;
+        r->cap = cap;
+    }
+    const out_row *prev = r->count ? &r->rows[r->count - 1] : NULL;
+    r->rows[r->count++] = *row;
+    if (r->format == OUT_TABLE) {
+        if (!prev || prev->op != row->op || prev->dtype != row->dtype) table_header(row, &r->dev);
+        table_row(row);
+    } else if (r->format == OUT_CSV) {
+        csv_row(row, &r->dev);
+    }
+    fflush(stdout);
+    return CLKIT_OK;
+}
+
+clkit_status out_end(const out_report *r)
+{
+    return r->format == OUT_JSON ? json_print(r) : CLKIT_OK;
+}
+
+void out_free(out_report *r)
+{
+    free(r->rows);
+    r->rows = NULL;
+    r->count = r->cap = 0;
+}
+
+/* ---- plot ---- */
+
+static int on_path(const char *prog)
+{
+    const char *path = getenv("PATH");
+    for (const char *p = path ? path : ""; *p;) {
+        size_t n = strcspn(p, ":");
+        char full[4096];
+        snprintf(full, sizeof full, "%.*s/%s", n ? (int)n : 1, n ? p : ".", prog);
+        if (access(full, X_OK) == 0) return 1;
+        p += p[n] ? n + 1 : n;
+    }
+    return 0;
+}
+
+/* A gnuplot single-quoted string: nothing is special in it but the quote, written twice. */
+static void gp_string(FILE *g, const char *s)
+{
+    fputc('\'', g);
+    for (; *s; s++) {
+        if (*s == '\'') fputc('\'', g);
+        fputc(*s, g);
+    }
+    fputc('\'', g);
+}
+
+/* One line of a panel: the rows of one op with one dtype and layout. */
+typedef struct series {
+    const op_def *op;
+    clkit_dtype dtype;
+    int transposed;
+} series;
+
+static int same_series(const series *s, const out_row *row)
+{
+    return s->op == row->op && s->dtype == row->dtype && s->transposed == row->transposed;
+}
+
+/* The distinct series in row order; returns their number. */
+static int find_series(const out_report *r, series *out, int max)
+{
+    int n = 0;
+    for (size_t i = 0; i < r->count; i++) {
+        int k = 0;
+        while (k < n && !same_series(&out[k], &r->rows[i])) k++;
+        if (k == n && n < max) out[n++] = (series){r->rows[i].op, r->rows[i].dtype,
+                                                    r->rows[i].transposed};
+    }
+    return n;
+}
+
+/* Datablock $s<k>: x, GB/s median, p20, p80 of series k. */
+static void plot_data(FILE *g, const out_report *r, const series *s, int k)
+{
+    fprintf(g, "$s%d << EOD\n", k);
+    for (size_t i = 0; i < r->count; i++) {
+        if (!same_series(s, &r->rows[i])) continue;
+        double v[V_COUNT];
+        row_values(&r->rows[i], v);
+        fprintf(g, "%.17g %g %g %g\n", r->rows[i].x, v[V_GBPS], v[V_GBPS_P20], v[V_GBPS_P80]);
+    }
+    fprintf(g, "EOD\n");
+}
+
+/* The panel of op: every series of it, error bars from the quantiles. */
+static void plot_panel(FILE *g, const series *s, int n, const op_def *op)
+{
+    fprintf(g, "set title '%s'\nset xlabel '%s'\n", op->name, op->x_label);
+    /* Sizes in powers of two span five decades; softmax's N sweep is linear. */
+    fprintf(g, op->x_is_cols ? "unset logscale x\nset format x '%%g'\n"
+                             : "set logscale x 2\nset format x '2^%%L'\n");
+    const char *sep = "plot ";
+    for (int k = 0; k < n; k++) {
+        if (s[k].op != op) continue;
+        fprintf(g, "%s$s%d using 1:2:3:4 with yerrorlines title '%s%s'", sep, k,
+                clkit_dtype_name(s[k].dtype), s[k].transposed ? " transposed" : "");
+        sep = ", ";
+    }
+    fprintf(g, "\n");
+}
+
+static void plot_script(FILE *g, const out_report *r, const char *png)
+{
+    series s[64];
+    int n = find_series(r, s, 64), panels = 0;
+    for (int k = 0; k < n; k++) panels += k == 0 || s[k].op != s[k - 1].op;
+    int cols = panels < 3 ? panels : 3, rows = (panels + cols - 1) / cols;
+    /* Wide enough for the title above a single panel. */
+    int width = cols > 1 ? 560 * cols : 800, height = 440 * rows;
+    for (int k = 0; k < n; k++) plot_data(g, r, &s[k], k);
+    fprintf(g, "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n"
+               "  set terminal pngcairo size %d,%d noenhanced\n"
+               "} else {\n"
+               "  set terminal png size %d,%d noenhanced\n"
+               "}\nset output ",
+            width, height, width, height);
+    gp_string(g, png);
+    /* Offsets keep the end points and their error bars off the frame. */
+    fprintf(g, "\nset grid\nset key below\nset ylabel 'GB/s'\nset yrange [0:*]\n"
+               "set offsets graph 0.05, graph 0.05, graph 0.05, 0\n"
+               "set multiplot layout %d,%d title ",
+            rows, cols);
+    char title[300];
+    snprintf(title, sizeof title, "clkit bench on %s (%s)", r->dev.name, r->dev.platform);
+    gp_string(g, title);
+    fprintf(g, "\n");
+    for (int k = 0; k < n; k++)
+        if (k == 0 || s[k].op != s[k - 1].op) plot_panel(g, s, n, s[k].op);
+    fprintf(g, "unset multiplot\nset output\n");
+}
+
+int out_plot(const out_report *r, const char *png)
+{
+    if (!on_path("gnuplot")) {
+        fprintf(stderr, "clkit bench: --plot needs gnuplot, which is not on PATH "
+                        "(Debian/Ubuntu: apt-get install gnuplot-nox); no plot written\n");
+        return TOOL_EXIT_NO_PLOT;
+    }
+    if (r->count == 0) {
+        fprintf(stderr, "clkit bench: no rows were measured; no plot written\n");
+        return TOOL_EXIT_NO_PLOT;
+    }
+    FILE *g = popen("gnuplot", "w");
+    if (!g) {
+        perror("clkit bench: starting gnuplot");
+        return TOOL_EXIT_NO_PLOT;
+    }
+    plot_script(g, r, png);
+    int status = pclose(g);
+    if (status != 0) {
+        fprintf(stderr, "clkit bench: gnuplot failed (exit status %d); %s may be missing or "
+                        "incomplete\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1, png);
+        return TOOL_EXIT_NO_PLOT;
+    }
+    return TOOL_EXIT_OK;
+}

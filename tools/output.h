@@ -1,0 +1,40 @@
+/* What `clkit bench` prints: a table per op and dtype, CSV, JSON, and a gnuplot plot. */
+#ifndef CLKIT_TOOL_OUTPUT_H
+#define CLKIT_TOOL_OUTPUT_H
+
+#include <stdio.h>
+
+#include "measure.h"
+
+typedef enum out_format { OUT_TABLE, OUT_CSV, OUT_JSON } out_format;
+
+typedef struct out_row {
+    const op_def *op;
+    clkit_dtype dtype;
+    int transposed;
+    char shape[48];
+    uint64_t bytes;
+    double x;             /* the plot's x value */
+    measurement m;
+} out_row;
+
+/* Every row measured, so JSON and the plot can come at the end. */
+typedef struct out_report {
+    out_format format;
+    struct clkit_device_props dev;
+    out_row *rows;
+    size_t count, cap;
+} out_report;
+
+/* Starts the report on stdout (the CSV header). */
+void out_begin(out_report *r, out_format format, const struct clkit_device_props *dev);
+out_row out_row_make(const op_problem *p, const measurement *m);
+/* Keeps the row; tables and CSV print it at once, so long runs show progress. */
+clkit_status out_add(out_report *r, const out_row *row);
+/* Prints what needs every row: the JSON document. */
+clkit_status out_end(const out_report *r);
+/* GB/s against size, one panel per op, into a PNG through gnuplot; a TOOL_EXIT_ status. */
+int out_plot(const out_report *r, const char *png);
+void out_free(out_report *r);
+
+#endif

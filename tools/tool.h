@@ -1,0 +1,50 @@
+/* Shared by the subcommands of the `clkit` command line: exit statuses, error reports,
+   contexts, the device property table and small helpers. */
+#ifndef CLKIT_TOOL_H
+#define CLKIT_TOOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "clkit.h"
+
+/* Exit statuses of every subcommand. */
+enum {
+    TOOL_EXIT_OK = 0,
+    TOOL_EXIT_FAIL = 1,     /* an op failed, a check did not pass, no device */
+    TOOL_EXIT_USAGE = 2,    /* bad command line */
+    TOOL_EXIT_NO_PLOT = 3,  /* --plot: gnuplot missing or failed; other output is complete */
+};
+
+int cmd_info(int argc, char **argv);
+int cmd_check(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+
+/* detail (clkit_last_error or op_error) without the status name it starts with. */
+const char *tool_detail(clkit_status s, const char *detail);
+/* "clkit: <what>: <status>: <detail>" on stderr; detail may be NULL or "". */
+void tool_error(const char *what, clkit_status s, const char *detail);
+/* A context on `device`; cache_dir and profiling as in clkit_options. A failed creation
+   logs its detail to stderr itself: no context is left to carry it. */
+clkit_status tool_open(clkit_context **ctx, const char *device, const char *cache_dir,
+                       int profiling);
+/* Milliseconds of a monotonic clock. */
+double tool_now_ms(void);
+/* "1.5 GiB" style, for people; machine output keeps plain bytes. */
+void tool_bytes_text(uint64_t bytes, char *buf, size_t n);
+/* The command line's dtype names ("f32", "u8") to clkit_dtype; -1 when unknown. */
+int tool_dtype_parse(const char *name);
+
+/* clkit_device_props field by field, so `clkit info` and the JSON report show the same set. */
+typedef enum prop_kind { PROP_TEXT, PROP_INT, PROP_UNSIGNED, PROP_U64, PROP_SIZE } prop_kind;
+typedef struct prop_field {
+    const char *name;
+    prop_kind kind;
+    size_t offset;
+} prop_field;
+extern const prop_field tool_props[];
+extern const size_t tool_prop_count;
+const char *tool_prop_text(const struct clkit_device_props *p, const prop_field *f);
+int64_t tool_prop_int(const struct clkit_device_props *p, const prop_field *f);
+
+#endif
