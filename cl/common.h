@@ -64,6 +64,24 @@ typedef uint bits_t;
 typedef ulong bits_t;
 #endif
 
+/* Per-dtype families for kernels with operands of several dtypes (matmul): pick one with
+   CLKIT_CAT(LD_, A_DTYPE) where the host passes -D A_DTYPE=F16. */
+#define CLKIT_CAT_(a, b) a##b
+#define CLKIT_CAT(a, b) CLKIT_CAT_(a, b)
+typedef float ty_F32;
+typedef half ty_F16;
+typedef ushort ty_BF16;
+#define LD_F32(p, i) ((p)[i])
+#define LD_F16(p, i) vload_half((i), (p))
+#define LD_BF16(p, i) bf16_to_f32((p)[i])
+/* Aligned 4-element loads: only where the host proved p + i is 4-element aligned. */
+#define LDA4_F32(p, i) (*(const __global float4 *)((p) + (i)))
+#define LDA4_F16(p, i) vloada_half4(0, (p) + (i))
+#define LDA4_BF16(p, i) bf16x4_to_f32(*(const __global ushort4 *)((p) + (i)))
+#define ST_F32(p, i, v) ((p)[i] = (v))
+#define ST_F16(p, i, v) vstore_half_rte((v), (i), (p))
+#define ST_BF16(p, i, v) ((p)[i] = f32_to_bf16(v))
+
 /* Element offset of the i-th element (row-major order) of a 4-D view. */
 inline long strided_offset(long i, long4 shape, long4 strides)
 {

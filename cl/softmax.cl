@@ -121,19 +121,38 @@ inline float team_reduce(float v, bool sum, __local float *red)
 }
 #endif
 
-/* VEC elements from p, which is aligned to VEC elements. 16-bit storage is loaded as raw bits
-   so the access is one 16-byte load; vload_half from registers does the f16 conversion. */
+/* Vector values to and from the private array, one component at a time: keeps v[] in
+   registers without relying on vload/vstore into private memory being inlined. */
+#if VEC == 4
+#define VFLOAT float4
+#define VBITS ushort4
+#define SPLIT(v, t) ((v)[0] = (t).s0, (v)[1] = (t).s1, (v)[2] = (t).s2, (v)[3] = (t).s3)
+#define JOIN(v) ((float4)((v)[0], (v)[1], (v)[2], (v)[3]))
+#elif VEC == 8
+#define VFLOAT float8
+#define VBITS ushort8
+#define SPLIT(v, t)                                                                            \
+    ((v)[0] = (t).s0, (v)[1] = (t).s1, (v)[2] = (t).s2, (v)[3] = (t).s3, (v)[4] = (t).s4,     \
+     (v)[5] = (t).s5, (v)[6] = (t).s6, (v)[7] = (t).s7)
+#define JOIN(v) ((float8)((v)[0], (v)[1], (v)[2], (v)[3], (v)[4], (v)[5], (v)[6], (v)[7]))
+#endif
+
+/* VEC elements from p, which is aligned to VEC elements: one 16-byte access. 16-bit storage
+   moves as raw bits; vload_half on a private copy converts f16 (cl_khr_fp16 is optional). */
 inline void load_vec(__global const elem_t *p, __private float *v)
 {
 #if VEC == 1
     v[0] = LOAD(p, 0);
 #elif defined(DTYPE_F32)
-    vstore4(*(__global const float4 *)p, 0, v);
+    VFLOAT t = *(__global const VFLOAT *)p;
+    SPLIT(v, t);
 #elif defined(DTYPE_F16)
-    ushort8 bits = *(__global const ushort8 *)p;
-    vstore8(vload_half8(0, (const __private half *)&bits), 0, v);
+    VBITS bits = *(__global const VBITS *)p;
+    #pragma unroll
+    for (int k = 0; k < VEC; k++) v[k] = vload_half(k, (const __private half *)&bits);
 #elif defined(DTYPE_BF16)
-    vstore8(as_float8(convert_uint8(*(__global const ushort8 *)p) << 16), 0, v);
+    VFLOAT t = as_float8(convert_uint8(*(__global const VBITS *)p) << 16);
+    SPLIT(v, t);
 #endif
 }
 
@@ -142,14 +161,15 @@ inline void store_vec(__global elem_t *p, const __private float *v)
 #if VEC == 1
     STORE(p, 0, v[0]);
 #elif defined(DTYPE_F32)
-    *(__global float4 *)p = vload4(0, v);
+    *(__global VFLOAT *)p = JOIN(v);
 #elif defined(DTYPE_F16)
-    ushort8 bits;
-    vstore_half8_rte(vload8(0, v), 0, (__private half *)&bits);
-    *(__global ushort8 *)p = bits;
+    VBITS bits;
+    #pragma unroll
+    for (int k = 0; k < VEC; k++) vstore_half_rte(v[k], k, (__private half *)&bits);
+    *(__global VBITS *)p = bits;
 #elif defined(DTYPE_BF16)
-    float8 f = vload8(0, v);
-    *(__global ushort8 *)p = (ushort8)(f32x4_to_bf16(f.lo), f32x4_to_bf16(f.hi));
+    VFLOAT f = JOIN(v);
+    *(__global VBITS *)p = (VBITS)(f32x4_to_bf16(f.lo), f32x4_to_bf16(f.hi));
 #endif
 }
 

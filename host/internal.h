@@ -63,6 +63,8 @@ clkit_status clkit_launch(clkit_context *ctx, cl_kernel k, cl_uint dims, const s
 clkit_status clkit_launch_pointwise(clkit_context *ctx, const char *file, const char *base,
                                     const char *options, int n, const clkit_tensor *const *ts,
                                     int nextra, ...);
+/* Takes ownership of ev: kept as the first/last event of a profiling span, else released. */
+void clkit_record_event(clkit_context *ctx, cl_event ev);
 /* Work-group size limit of a built kernel on this device. */
 size_t clkit_kernel_wg_limit(clkit_context *ctx, cl_kernel k);
 /* Local and private memory of a built kernel, bytes. */
@@ -87,6 +89,10 @@ clkit_status clkit_check_output(clkit_context *ctx, const clkit_tensor *out, con
 clkit_status clkit_check_disjoint(clkit_context *ctx, const clkit_tensor *out, const char *on,
                                   const clkit_tensor *in, const char *in_name, bool allow_alias);
 int64_t clkit_numel(const clkit_tensor *t);
+/* A new buffer covering exactly the bytes t's view reaches, and t re-based onto it: where a
+   tuner writes candidates' results without touching the caller's output. */
+clkit_status clkit_scratch_like(clkit_context *ctx, const clkit_tensor *t, clkit_tensor *out,
+                                cl_mem *buffer);
 const char *clkit_dtype_macro(clkit_dtype t);
 
 /* A view normalised for kernels: 4 dims, leading ones padded, offset in elements. */

@@ -82,15 +82,23 @@ clkit_status clkit_launch(clkit_context *ctx, cl_kernel k, cl_uint dims, const s
                           "launching %s (global %zu, local %zu) failed with %s", name,
                           global[0], local ? local[0] : 0, clkit_cl_error_name(err));
     }
-    if (ev) {
-        if (!ctx->first_event) {
-            ctx->first_event = ev;
-            clRetainEvent(ev);
-        }
-        if (ctx->last_event) clReleaseEvent(ctx->last_event);
-        ctx->last_event = ev;
-    }
+    clkit_record_event(ctx, ev);
     return CLKIT_OK;
+}
+
+void clkit_record_event(clkit_context *ctx, cl_event ev)
+{
+    if (!ev) return;
+    if (!ctx->recording) {
+        clReleaseEvent(ev);
+        return;
+    }
+    if (!ctx->first_event) {
+        ctx->first_event = ev;
+        clRetainEvent(ev);
+    }
+    if (ctx->last_event) clReleaseEvent(ctx->last_event);
+    ctx->last_event = ev;
 }
 
 size_t clkit_kernel_wg_limit(clkit_context *ctx, cl_kernel k)

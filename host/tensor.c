@@ -242,3 +242,17 @@ bool clkit_view_is_dense(const clkit_view *v, int ndim)
 {
     return ndim == 1 && v->strides.s[CLKIT_MAX_DIMS - 1] == 1;
 }
+
+clkit_status clkit_scratch_like(clkit_context *ctx, const clkit_tensor *t, clkit_tensor *out,
+                                cl_mem *buffer)
+{
+    int64_t lo, hi;
+    byte_range(t, &lo, &hi);
+    cl_int err;
+    *buffer = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, (size_t)(hi - lo), NULL, &err);
+    if (!*buffer) return clkit_cl_fail(ctx, err, "clCreateBuffer (scratch)");
+    *out = *t;
+    out->buffer = *buffer;
+    out->offset = t->offset - (size_t)lo;
+    return CLKIT_OK;
+}

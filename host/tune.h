@@ -43,4 +43,14 @@ clkit_lookup clkit_cache_lookup(clkit_context *ctx, const clkit_tune_key *key, c
 clkit_status clkit_cache_store(clkit_context *ctx, const clkit_tune_key *key,
                                const clkit_config *cfg, double ms);
 
+/* Runs one candidate: enqueues the op with config c (the caller's closure in user). */
+typedef clkit_status (*clkit_tune_run)(clkit_context *ctx, const clkit_config *c, void *user);
+
+/* Times each of n candidates (build and one warm-up run first; a candidate that fails to build
+   or launch is skipped), stores the fastest under key and returns it in best. Stops early
+   when topt->budget_s runs out, keeping the best so far. */
+clkit_status clkit_autotune(clkit_context *ctx, const clkit_tune_key *key, const clkit_config *cands,
+                            int n, clkit_tune_run run, void *user, const clkit_tune_options *topt,
+                            clkit_config *best);
+
 #endif

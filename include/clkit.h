@@ -128,6 +128,54 @@ clkit_status clkit_dropout(clkit_context *ctx, const clkit_tensor *x, const clki
 /* Row-wise softmax over the last dimension of (M, N), any row stride. */
 clkit_status clkit_softmax(clkit_context *ctx, const clkit_tensor *x, const clkit_tensor *out);
 
+/* ---- matmul ---- */
+typedef enum clkit_activation {
+    CLKIT_ACT_NONE, CLKIT_ACT_RELU, CLKIT_ACT_LEAKY_RELU
+} clkit_activation;
+
+typedef enum clkit_provider {
+    CLKIT_PROVIDER_AUTO,    /* tuned choice from the cache, else clkit's heuristic default */
+    CLKIT_PROVIDER_CLKIT,   /* clkit's own kernels */
+    CLKIT_PROVIDER_CLBLAST  /* CLBlast's GEMM (f32, no activation) */
+} clkit_provider;
+
+typedef struct clkit_matmul_options {
+    float alpha, beta;            /* C = act(alpha * A @ B + beta * C) */
+    clkit_activation activation;
+    float leaky_slope;            /* negative slope of leaky_relu */
+    clkit_provider provider;
+    /* Overrides the cache and the heuristic, e.g. "KERNEL=2,BLOCK_M=64,BLOCK_N=64,BLOCK_K=8,
+       THREAD_M=4,THREAD_N=4,GROUP_M=8" (KERNEL 0 naive, 1 tiled, 2 register-blocked). */
+    const char *config;
+} clkit_matmul_options;
+
+/* alpha 1, beta 0, no activation, leaky slope 0.01, provider AUTO, no config. */
+clkit_matmul_options clkit_matmul_defaults(void);
+
+/* C = act(alpha * A @ B + beta * C): A (M, K), B (K, N), C (M, N), any strides (transposed
+   views need no copy); 3-D tensors add a leading batch dimension, a batch stride of 0 (or a
+   2-D operand) broadcasting. Inputs f32, f16 or bf16 (A and B alike), f32 accumulation; C is
+   f32, or for f16/bf16 inputs any of f32, f16, bf16. opt NULL: the defaults. */
+clkit_status clkit_matmul(clkit_context *ctx, const clkit_tensor *a, const clkit_tensor *b,
+                          const clkit_tensor *c, const clkit_matmul_options *opt);
+
+/* ---- autotuning ---- */
+typedef struct clkit_tune_options {
+    double budget_s;   /* stop trying candidates after this many seconds; 0: no limit */
+    /* Called after each candidate: done of total, its config, its time (ms; < 0 if it failed
+       to build or run) and the best time so far. */
+    void (*progress)(void *user, int done, int total, const char *config, double ms,
+                     double best_ms);
+    void *user;
+} clkit_tune_options;
+
+/* Times every candidate configuration of clkit_matmul on these tensors' shapes, layouts and
+   dtypes (C is not modified: candidates write a scratch copy) and stores the fastest in the
+   tuned-config cache. With CLKIT_AUTOTUNE=1, clkit_matmul does this itself on a cache miss. */
+clkit_status clkit_tune_matmul(clkit_context *ctx, const clkit_tensor *a, const clkit_tensor *b,
+                               const clkit_tensor *c, const clkit_matmul_options *opt,
+                               const clkit_tune_options *topt);
+
 /* ---- tuned configurations ($CLKIT_CACHE_DIR/tuned.json) ---- */
 /* The cache directory in use ("" when disabled). */
 const char  *clkit_cache_dir(const clkit_context *ctx);

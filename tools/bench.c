@@ -1,5 +1,6 @@
 /* clkit bench: the tutorials' bandwidth tables on the chosen device. */
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,15 +37,15 @@ static void usage(FILE *f)
             "32768, grayscale 1066 x 1600 and 3840 x 2160 in u8 and f32. Rows give GB/s moved\n"
             "(inputs read once, output written once) from kernel time, median and 20 %% / 80 %%\n"
             "quantiles over repeats after a warm-up, each after a cache flush (256 MiB written on a\n"
-            "GPU, twice the last-level cache on a CPU), like triton.testing.do_bench; and the wall\n"
-            "time of a first call in a new context with an empty binary cache (cold: compile) and\n"
-            "again with the cache it filled (warm). Sizes that do not fit the device are skipped\n"
-            "with a note on stderr.\n"
+            "GPU, twice the last-level cache on a CPU), like triton.testing.do_bench. On the first\n"
+            "size of each op and dtype and on the sizes of TARGETS.md, also the wall time of a\n"
+            "first call in a new context with an empty binary cache (cold: compile) and again with\n"
+            "the cache it filled (warm). Sizes that do not fit the device are skipped with a note\n"
+            "on stderr.\n"
             "\n"
             "  --op NAME      one op (default: all)\n"
             "  --dtype T      float dtype of the ops (default f32); grayscale always runs u8 too\n"
-            "  --quick        a few small sizes, first calls on the first size of each op and\n"
-            "                 dtype only, the others over the default binary cache: for a CPU\n"
+            "  --quick        a few small sizes: seconds on a CPU\n"
             "  --reps N       exactly N timed repeats per row\n"
             "  --csv          CSV: op,dtype,shape,n_bytes,ms_median,ms_p20,ms_p80,gbps_median,\n"
             "                 gbps_p20,gbps_p80,cold_ms,warm_ms,device (gbps_p20 is the 20 %% quantile\n"
@@ -117,13 +118,21 @@ static const char *too_big(const struct clkit_device_props *dev, const op_proble
     return total > dev->global_mem / 10 * 9 ? "the buffers exceed the device's memory" : NULL;
 }
 
+/* One run: the options, the context the repeats run in and its flush scratch, the rows. */
+typedef struct bench_run {
+    const bench_opts *o;
+    clkit_context *ctx;
+    cl_mem flush;
+    out_report report;
+} bench_run;
+
 /* Measures one row and adds it; a device out of memory skips the row. */
-static clkit_status bench_row(const bench_opts *o, op_problem *p, int first_calls,
-                              out_report *r)
+static clkit_status bench_row(bench_run *run, op_problem *p, int first_calls)
 {
+    const bench_opts *o = run->o;
     char shape[48];
     op_shape_text(p, shape, sizeof shape);
-    const char *why = too_big(&r->dev, p, o->flush);
+    const char *why = too_big(&run->report.dev, p, o->flush);
     if (why) {
         fprintf(stderr, "clkit bench: skipping %s %s %s: %s\n", p->op->name,
                 clkit_dtype_name(p->dtype), shape, why);
@@ -131,8 +140,9 @@ static clkit_status bench_row(const bench_opts *o, op_problem *p, int first_call
     }
     measure_budget b = o->quick ? quick_budget : full_budget;
     b.fixed_reps = o->reps;
-    measurement m;
-    clkit_status s = measure_problem(o->device, p, &b, o->flush, first_calls, &m);
+    measurement m = {.cold_ms = NAN, .warm_ms = NAN};
+    clkit_status s = first_calls ? measure_first_calls(o->device, p, &m) : CLKIT_OK;
+    if (!s) s = measure_repeats(run->ctx, p, &b, run->flush, &m);
     if (s == CLKIT_ERR_OUT_OF_MEMORY) {
         fprintf(stderr, "clkit bench: skipping %s %s %s: %s\n", p->op->name,
                 clkit_dtype_name(p->dtype), shape, tool_detail(s, op_error()));
@@ -140,20 +150,22 @@ static clkit_status bench_row(const bench_opts *o, op_problem *p, int first_call
     }
     if (s) return s;
     out_row row = out_row_make(p, &m);
-    return out_add(r, &row) ? op_fail(CLKIT_ERR_OUT_OF_MEMORY, "the report's rows") : CLKIT_OK;
+    return out_add(&run->report, &row) ? op_fail(CLKIT_ERR_OUT_OF_MEMORY, "the report's rows")
+                                       : CLKIT_OK;
 }
 
 /* Every shape of op in one dtype; stops at the first failure, which it reports. */
-static int bench_dtype(const bench_opts *o, const op_def *op, clkit_dtype dtype, out_report *r)
+static int bench_dtype(bench_run *run, const op_def *op, clkit_dtype dtype)
 {
     op_shape shapes[OP_MAX_SHAPES];
-    int n = op->bench_shapes(o->quick, shapes);
-    if (r->format != OUT_TABLE)
+    int n = op->bench_shapes(run->o->quick, shapes);
+    if (run->report.format != OUT_TABLE)
         fprintf(stderr, "clkit bench: %s %s, %d shapes\n", op->name, clkit_dtype_name(dtype), n);
     for (int i = 0; i < n; i++) {
         op_problem p = op_problem_make(op, dtype, shapes[i]);
-        /* A compile per row would take minutes on a CPU: quick measures first calls once. */
-        clkit_status s = bench_row(o, &p, !o->quick || i == 0, r);
+        /* New contexts cost 1.5 s each on NVIDIA's OpenCL: first calls, which need two,
+           are measured on the first shape and on the targets' shapes only. */
+        clkit_status s = bench_row(run, &p, i == 0 || shapes[i].target);
         if (s) {
             char what[128], shape[48];
             op_shape_text(&p, shape, sizeof shape);
@@ -166,36 +178,34 @@ static int bench_dtype(const bench_opts *o, const op_def *op, clkit_dtype dtype,
 }
 
 /* The requested float dtype where the op has it, and u8 for the ops on images. */
-static int bench_op(const bench_opts *o, const op_def *op, out_report *r)
+static int bench_op(bench_run *run, const op_def *op)
 {
     int rc = TOOL_EXIT_OK;
-    unsigned want = OP_DT(o->dtype) | OP_DT(CLKIT_U8);
+    unsigned want = OP_DT(run->o->dtype) | OP_DT(CLKIT_U8);
     for (int t = CLKIT_F32; t <= CLKIT_I64; t++)
-        if ((op->dtypes & want & OP_DT(t)) && bench_dtype(o, op, (clkit_dtype)t, r))
+        if ((op->dtypes & want & OP_DT(t)) && bench_dtype(run, op, (clkit_dtype)t))
             rc = TOOL_EXIT_FAIL;
     return rc;
 }
 
-static int bench_all(const bench_opts *o, const struct clkit_device_props *dev)
+static int bench_ops(bench_run *run)
 {
-    out_report r;
     int rc = TOOL_EXIT_OK;
-    out_begin(&r, o->format, dev);
     for (int i = 0; i < op_count; i++) {
         const op_def *op = &op_table[i];
-        if (op->bench_shapes && (!o->op || strcmp(o->op, op->name) == 0) && bench_op(o, op, &r))
+        if (op->bench_shapes && (!run->o->op || strcmp(run->o->op, op->name) == 0) &&
+            bench_op(run, op))
             rc = TOOL_EXIT_FAIL;
     }
-    clkit_status s = out_end(&r);
+    clkit_status s = out_end(&run->report);
     if (s) {
         tool_error("bench output", s, NULL);
         rc = TOOL_EXIT_FAIL;
     }
-    if (o->plot) {
-        int plot = out_plot(&r, o->plot);
+    if (run->o->plot) {
+        int plot = out_plot(&run->report, run->o->plot);
         if (plot && !rc) rc = plot;
     }
-    out_free(&r);
     return rc;
 }
 
@@ -223,19 +233,25 @@ int cmd_bench(int argc, char **argv)
     /* Driver caches of compiled kernels would turn a cold first call into a cache hit. */
     setenv("CUDA_CACHE_DISABLE", "1", 1);
     setenv("POCL_KERNEL_CACHE", "0", 1);
-    /* Held for the whole run, though rows use contexts of their own: when a process's last
-       context goes, the NVIDIA driver shuts the device down, and the next context would pay
-       a start-up of a second or more. */
-    clkit_context *keep;
-    clkit_status s = tool_open(&keep, o.device, NULL, 0);
+    bench_run run = {.o = &o};
+    clkit_status s = tool_open(&run.ctx, o.device, NULL, 1);
     if (s) {
         tool_error("cannot open the device", s, "`clkit info` diagnoses");
         return TOOL_EXIT_FAIL;
     }
     struct clkit_device_props dev;
-    clkit_device_props(keep, &dev);
-    o.flush = flush_bytes(keep, &dev);
-    rc = bench_all(&o, &dev);
-    clkit_context_release(keep);
+    clkit_device_props(run.ctx, &dev);
+    o.flush = flush_bytes(run.ctx, &dev);
+    s = measure_flush_buffer(run.ctx, o.flush, &run.flush);
+    if (s) {
+        tool_error("cache flush scratch", s, op_error());
+        rc = TOOL_EXIT_FAIL;
+    } else {
+        out_begin(&run.report, o.format, &dev);
+        rc = bench_ops(&run);
+        out_free(&run.report);
+        clReleaseMemObject(run.flush);
+    }
+    clkit_context_release(run.ctx);
     return rc;
 }

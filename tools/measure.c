@@ -2,7 +2,6 @@
 #include "measure.h"
 
 #include <dirent.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -37,31 +36,37 @@ static void remove_cache_dir(const char *dir)
 
 /* ---- first calls ---- */
 
-/* Wall time of the first call in a new context on cache_dir. On success with keep, the
-   context and the problem's buffers stay for the timed repeats. */
+/* Wall time of the first call of p in a new context over cache_dir. */
 static clkit_status first_call(const char *device, const char *cache_dir, op_problem *p,
-                               double *ms, clkit_context **keep)
+                               double *ms)
 {
     clkit_context *ctx;
-    clkit_status s = tool_open(&ctx, device, cache_dir, 1);
+    clkit_status s = tool_open(&ctx, device, cache_dir, 0);
     if (s) return op_fail(s, "opening a new context on the device");
     s = op_alloc(ctx, p);
     double t0 = tool_now_ms();
     if (!s) s = op_call(ctx, p);
     if (!s) s = op_status(ctx, clkit_finish(ctx));
     *ms = tool_now_ms() - t0;
-    if (!s && keep) {
-        *keep = ctx;
-        return s;
-    }
     op_free(p);
     clkit_context_release(ctx);
     return s;
 }
 
+clkit_status measure_first_calls(const char *device, op_problem *p, measurement *m)
+{
+    char dir[4096];
+    clkit_status s = make_cache_dir(dir, sizeof dir);
+    if (s) return s;
+    s = first_call(device, dir, p, &m->cold_ms);
+    if (!s) s = first_call(device, dir, p, &m->warm_ms);
+    remove_cache_dir(dir);
+    return s;
+}
+
 /* ---- repeats ---- */
 
-static clkit_status flush_alloc(clkit_context *ctx, uint64_t bytes, cl_mem *out)
+clkit_status measure_flush_buffer(clkit_context *ctx, uint64_t bytes, cl_mem *out)
 {
     cl_context c;
     clkit_context_cl(ctx, &c, NULL, NULL);
@@ -144,35 +149,13 @@ static clkit_status time_repeats(clkit_context *ctx, const op_problem *p,
     return s;
 }
 
-/* First calls in new contexts over a new empty cache directory: the cold one compiles, the
-   warm one loads the binaries the cold one stored. The warm context stays in *ctx. */
-static clkit_status first_calls(const char *device, op_problem *p, measurement *m,
-                                clkit_context **ctx)
+clkit_status measure_repeats(clkit_context *ctx, op_problem *p, const measure_budget *b,
+                             cl_mem flush, measurement *m)
 {
-    char dir[4096];
-    clkit_status s = make_cache_dir(dir, sizeof dir);
-    if (s) return s;
-    s = first_call(device, dir, p, &m->cold_ms, NULL);
-    if (!s) s = first_call(device, dir, p, &m->warm_ms, ctx);
-    remove_cache_dir(dir);
-    return s;
-}
-
-clkit_status measure_problem(const char *device, op_problem *p, const measure_budget *b,
-                             uint64_t flush_bytes, int with_first_calls, measurement *m)
-{
-    clkit_context *ctx = NULL;
-    cl_mem flush = NULL;
-    double ms;
-    m->cold_ms = m->warm_ms = NAN;
-    clkit_status s = with_first_calls ? first_calls(device, p, m, &ctx)
-                                      : first_call(device, NULL, p, &ms, &ctx);
-    if (!s && flush_bytes) s = flush_alloc(ctx, flush_bytes, &flush);
+    /* The first call builds the programs, or loads them from the cache, untimed. */
+    clkit_status s = op_alloc(ctx, p);
+    if (!s) s = op_call(ctx, p);
     if (!s) s = time_repeats(ctx, p, b, flush, m);
-    if (flush) clReleaseMemObject(flush);
-    if (ctx) {
-        op_free(p);
-        clkit_context_release(ctx);
-    }
+    op_free(p);
     return s;
 }

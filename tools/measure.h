@@ -1,5 +1,5 @@
-/* Timing of one problem the way triton.testing.do_bench times a function, plus the cost of
-   a first call with an empty and with a filled binary cache. */
+/* Timing of one problem the way triton.testing.do_bench times a function, and the cost of a
+   first call with an empty and with a filled binary cache. */
 #ifndef CLKIT_TOOL_MEASURE_H
 #define CLKIT_TOOL_MEASURE_H
 
@@ -21,12 +21,17 @@ typedef struct measurement {
     int reps;
 } measurement;
 
-/* With first calls: cold and warm first calls, each in a new context on `device` over one
-   new temporary cache directory, then the timed repeats in the warm context. Without: the
-   repeats in a context over the default binary cache, first-call times NaN. Before each
-   repeat, outside the timed span, `flush_bytes` of scratch memory are written to evict the
-   caches (0: none). */
-clkit_status measure_problem(const char *device, op_problem *p, const measure_budget *b,
-                             uint64_t flush_bytes, int with_first_calls, measurement *m);
+/* Wall times of p's first call in a new context on `device` over a new empty temporary
+   cache directory (cold: builds), then in another over the directory it filled (warm). */
+clkit_status measure_first_calls(const char *device, op_problem *p, measurement *m);
+
+/* The scratch buffer written before each timed repeat to evict the caches. */
+clkit_status measure_flush_buffer(clkit_context *ctx, uint64_t bytes, cl_mem *out);
+
+/* Times p in ctx (a profiling context) as do_bench: a first call, untimed, builds or loads
+   its programs; then warm-up and repeats, each repeat after a write of `flush` (NULL: none)
+   outside the timed span. */
+clkit_status measure_repeats(clkit_context *ctx, op_problem *p, const measure_budget *b,
+                             cl_mem flush, measurement *m);
 
 #endif

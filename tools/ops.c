@@ -121,20 +121,21 @@ static void want_swizzle(const op_problem *p, const double *const *in, double *w
 /* ---- shapes ---- */
 
 /* Odd and power-of-two lengths: the tails and the vector paths of the kernels. */
-static const op_shape stream_checks[] = {{1, 4099, 0}, {1, 1 << 20, 0}, {0, 0, 0}};
-static const op_shape copy_checks[] = {{1, 4099, 0}, {1, 1 << 20, 0}, {300, 257, 1}, {0, 0, 0}};
-static const op_shape gray_checks[] = {{37, 51, 0}, {1066, 1600, 0}, {0, 0, 0}};
-static const op_shape swizzle_checks[] = {{37, 19, 0}, {256, 256, 0}, {0, 0, 0}};
+static const op_shape stream_checks[] = {{1, 4099, 0, 0}, {1, 1 << 20, 0, 0}, {0, 0, 0, 0}};
+static const op_shape copy_checks[] = {{1, 4099, 0, 0}, {1, 1 << 20, 0, 0}, {300, 257, 1, 0},
+                                       {0, 0, 0, 0}};
+static const op_shape gray_checks[] = {{37, 51, 0, 0}, {1066, 1600, 0, 0}, {0, 0, 0, 0}};
+static const op_shape swizzle_checks[] = {{37, 19, 0, 0}, {256, 256, 0, 0}, {0, 0, 0, 0}};
 /* Short rows, a row that fits on chip and one long enough for the online path on a GPU. */
-static const op_shape softmax_checks[] = {{37, 1000, 0}, {128, 4096, 0}, {4, 50000, 0},
-                                          {0, 0, 0}};
+static const op_shape softmax_checks[] = {{37, 1000, 0, 0}, {128, 4096, 0, 0},
+                                          {4, 50000, 0, 0}, {0, 0, 0, 0}};
 
-/* The vector tutorials' sizes, n = 2^12 .. 2^27. */
+/* The vector tutorials' sizes, n = 2^12 .. 2^27; the targets are at 2^26. */
 static int stream_shapes(int quick, op_shape *out)
 {
     int n = 0;
     for (int e = 12; e <= (quick ? 20 : 27); e += quick ? 4 : 1)
-        out[n++] = (op_shape){1, (int64_t)1 << e, 0};
+        out[n++] = (op_shape){1, (int64_t)1 << e, 0, e == 26};
     return n;
 }
 
@@ -144,29 +145,33 @@ static int copy_shapes(int quick, op_shape *out)
     static const int64_t sides[] = {1024, 4096, 8192};
     int n = stream_shapes(quick, out);
     for (size_t i = 0; i < (quick ? 1 : sizeof sides / sizeof *sides); i++)
-        out[n++] = (op_shape){sides[i], sides[i], 1};
+        out[n++] = (op_shape){sides[i], sides[i], 1, 0};
     return n;
 }
 
-/* The softmax tutorial's sweep, M = 4096 and N = 128 i for i = 2 .. 100, plus the target's
+/* The softmax tutorial's sweep, M = 4096 and N = 128 i for i = 2 .. 100, plus the target
    N = 32768; quick: a few N over fewer rows. */
 static int softmax_shapes(int quick, op_shape *out)
 {
     int n = 0;
     if (quick) {
-        for (int64_t i = 2; i <= 32; i *= 4) out[n++] = (op_shape){256, 128 * i, 0};
+        for (int64_t i = 2; i <= 32; i *= 4) out[n++] = (op_shape){256, 128 * i, 0, 0};
         return n;
     }
-    for (int64_t i = 2; i <= 100; i++) out[n++] = (op_shape){4096, 128 * i, 0};
-    out[n++] = (op_shape){4096, 32768, 0};
+    for (int64_t i = 2; i <= 100; i++) {
+        int64_t cols = 128 * i;
+        int target = cols == 256 || cols == 1024 || cols == 4096 || cols == 12672;
+        out[n++] = (op_shape){4096, cols, 0, target};
+    }
+    out[n++] = (op_shape){4096, 32768, 0, 1};
     return n;
 }
 
 /* The practitioner's guide image, then 4K. */
 static int gray_shapes(int quick, op_shape *out)
 {
-    out[0] = (op_shape){1066, 1600, 0};
-    out[1] = (op_shape){2160, 3840, 0};
+    out[0] = (op_shape){1066, 1600, 0, 1};
+    out[1] = (op_shape){2160, 3840, 0, 0};
     return quick ? 1 : 2;
 }
 

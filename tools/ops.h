@@ -12,6 +12,7 @@
 typedef struct op_shape {
     int64_t rows, cols;  /* 1-D ops: rows = 1, cols = n; else (M, N), (H, W), ... */
     int transposed;      /* copy: the source is a transposed view of a (cols, rows) matrix */
+    int target;          /* a shape of TARGETS.md: bench measures its first calls too */
 } op_shape;
 
 typedef struct op_def op_def;

@@ -3,9 +3,6 @@
 
 #include <stdio.h>
 
-/* Edge of copy_transpose's tile: 32 f32 make one 128-byte line per tile row. */
-#define TILE 32
-
 static bool is_float(clkit_dtype t)
 {
     return (CLKIT_DT_FLOAT & CLKIT_DT(t)) != 0;
@@ -51,20 +48,29 @@ static void transpose_order(const clkit_view v[2], int xd, int od, clkit_view t[
     }
 }
 
-/* copy_transpose with TILE_ROWS rows of TILE work-items: the streaming work-group size to
-   start with, halved until the built kernel's limit admits it. *k is NULL when not even
-   one row fits (a device with fewer than TILE work-items per group). */
-static clkit_status transpose_kernel(clkit_context *ctx, const char *dtype_opts, cl_kernel *k,
-                                     size_t *rows)
+/* Edge of copy_transpose's tile: a tile row of the narrower dtype should fill a 128-byte
+   line, as 32 f32 do; 64 is as far as 2-byte elements get, and u8 stays there too, since a
+   128 x 128 tile would not fit in local memory on every device. */
+static size_t tile_edge(const clkit_tensor *x, const clkit_tensor *out)
 {
-    size_t want = clkit_stream_wg(&ctx->props, 0) / TILE;
+    size_t a = clkit_dtype_size(x->dtype), b = clkit_dtype_size(out->dtype);
+    return (a < b ? a : b) <= 2 ? 64 : 32;
+}
+
+/* copy_transpose with TILE_ROWS rows of `tile` work-items: the streaming work-group size to
+   start with, halved until the built kernel's limit admits it. *k is NULL when not even
+   one row fits (a device with fewer than `tile` work-items per group). */
+static clkit_status transpose_kernel(clkit_context *ctx, const char *dtype_opts, size_t tile,
+                                     cl_kernel *k, size_t *rows)
+{
+    size_t want = clkit_stream_wg(&ctx->props, 0) / tile;
     for (size_t r = want ? want : 1; r; r /= 2) {
-        if (TILE * r > ctx->props.max_work_group) continue;
+        if (tile * r > ctx->props.max_work_group) continue;
         char opts[128];
-        snprintf(opts, sizeof opts, "%s -D TILE=%d -D TILE_ROWS=%zu", dtype_opts, TILE, r);
+        snprintf(opts, sizeof opts, "%s -D TILE=%zu -D TILE_ROWS=%zu", dtype_opts, tile, r);
         clkit_status s = clkit_get_kernel(ctx, "copy.cl", "copy_transpose", opts, k);
         if (s) return s;
-        if (clkit_kernel_wg_limit(ctx, *k) >= TILE * r) {
+        if (clkit_kernel_wg_limit(ctx, *k) >= tile * r) {
             *rows = r;
             return CLKIT_OK;
         }
@@ -73,7 +79,7 @@ static clkit_status transpose_kernel(clkit_context *ctx, const char *dtype_opts,
     return CLKIT_OK;
 }
 
-static clkit_status launch_transpose(clkit_context *ctx, cl_kernel k, size_t rows,
+static clkit_status launch_transpose(clkit_context *ctx, cl_kernel k, size_t tile, size_t rows,
                                      const clkit_tensor *x, const clkit_tensor *out,
                                      const clkit_view t[2])
 {
@@ -84,10 +90,11 @@ static clkit_status launch_transpose(clkit_context *ctx, cl_kernel k, size_t row
                                     &t[0].shape);
     if (s) return s;
     const cl_long *sh = t[0].shape.s;
-    uint64_t tiles = (uint64_t)sh[0] * (uint64_t)sh[1] * (uint64_t)((sh[2] + TILE - 1) / TILE) *
-                     (uint64_t)((sh[3] + TILE - 1) / TILE);
-    size_t local[2] = {TILE, rows};
-    size_t global[2] = {clkit_stream_groups(&ctx->props, tiles * TILE * rows, TILE * rows) * TILE,
+    uint64_t edge = tile, tiles = (uint64_t)sh[0] * (uint64_t)sh[1] *
+                                  (((uint64_t)sh[2] + edge - 1) / edge) *
+                                  (((uint64_t)sh[3] + edge - 1) / edge);
+    size_t local[2] = {tile, rows};
+    size_t global[2] = {clkit_stream_groups(&ctx->props, tiles * tile * rows, tile * rows) * tile,
                         rows};
     return clkit_launch(ctx, k, 2, global, local);
 }
@@ -119,12 +126,12 @@ clkit_status clkit_copy(clkit_context *ctx, const clkit_tensor *x, const clkit_t
     clkit_views(2, ts, v, &ndim);
     if (transposing(v, ndim, &xd, &od)) {
         cl_kernel k;
-        size_t rows;
-        if ((s = transpose_kernel(ctx, opts, &k, &rows))) return s;
+        size_t tile = tile_edge(x, out), rows;
+        if ((s = transpose_kernel(ctx, opts, tile, &k, &rows))) return s;
         if (k) {
             clkit_view t[2];
             transpose_order(v, xd, od, t);
-            return launch_transpose(ctx, k, rows, x, out, t);
+            return launch_transpose(ctx, k, tile, rows, x, out, t);
         }
     }
     return clkit_launch_pointwise(ctx, "copy.cl", "copy", opts, 2, ts, 0);

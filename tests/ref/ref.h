@@ -36,4 +36,17 @@ void ref_rgb_to_gray(const double *rgb, double *gray, int64_t h, int64_t w);
 void ref_swizzle2d_index(int64_t i, int64_t j, int64_t size_i, int64_t size_j, int64_t size_g,
                          int64_t *new_i, int64_t *new_j);
 
+/* A strided matrix view over host values: v points at element (0, 0, 0); s = strides of
+   (batch, row, col), 0 broadcasting. */
+typedef struct ref_matrix {
+    double *v;
+    int64_t s[3];
+} ref_matrix;
+/* C = act(alpha * A @ B + beta * C) in double (act: 0 none, 1 relu, 2 leaky relu); abs_sum
+   (batch x m x n, may be NULL) receives |alpha| sum |a b| + |beta c| per output, the scale of
+   its rounding error. */
+void ref_matmul(const ref_matrix *a, const ref_matrix *b, ref_matrix *c, int64_t batch,
+                int64_t m, int64_t n, int64_t k, double alpha, double beta, int act, double slope,
+                double *abs_sum);
+
 #endif

@@ -1,0 +1,331 @@
+/* Matrix multiplication: C = act(alpha * A @ B + beta * C) for A (M, K), B (K, N), C (M, N),
+   batched through the second grid dimension (batch stride 0 broadcasts an operand).
+
+   Three kernels, as the matmul tutorials progress:
+   - matmul_naive: one output element per work-item, operands read straight from global memory;
+     every element of A and B is fetched N and M times.
+   - matmul_tiled: TILE x TILE tiles staged through local memory; each global element is
+     fetched N/TILE and M/TILE times.
+   - matmul_blocked: BLOCK_M x BLOCK_N tiles per work-group, THREAD_M x THREAD_N outputs per
+     work-item held in registers (a register-blocked micro-kernel: THREAD_M + THREAD_N local
+     loads feed THREAD_M * THREAD_N FMAs), double-buffered local memory (the next K slice is
+     loaded into registers while the current one is multiplied: one barrier per slice),
+     vector loads along the operand's contiguous dimension, and Triton's grouped program
+     order (GROUP_M) so concurrently running work-groups share rows of A and columns of B in L2.
+
+   Operand dtypes: -D A_DTYPE=F32|F16|BF16 (likewise B_DTYPE, C_DTYPE); values enter the
+   multiply as f32 and accumulate in f32. Edges are masked: any M, N, K >= 1. */
+#include "common.h"
+
+#define A_T CLKIT_CAT(ty_, A_DTYPE)
+#define B_T CLKIT_CAT(ty_, B_DTYPE)
+#define C_T CLKIT_CAT(ty_, C_DTYPE)
+#define LOAD_A(p, i) CLKIT_CAT(LD_, A_DTYPE)(p, i)
+#define LOAD_B(p, i) CLKIT_CAT(LD_, B_DTYPE)(p, i)
+#define LOAD_C(p, i) CLKIT_CAT(LD_, C_DTYPE)(p, i)
+#define STORE_C(p, i, v) CLKIT_CAT(ST_, C_DTYPE)(p, i, v)
+#define LOAD4_A(p, i) CLKIT_CAT(LDA4_, A_DTYPE)(p, i)
+#define LOAD4_B(p, i) CLKIT_CAT(LDA4_, B_DTYPE)(p, i)
+
+#define ACT_NONE 0
+#define ACT_RELU 1
+#define ACT_LEAKY_RELU 2
+
+/* alpha * acc + beta * C, then the activation; beta == 0 never reads C (it may hold NaN). */
+inline void epilogue(__global C_T *C, long idx, float acc, float alpha, float beta, int act,
+                     float slope)
+{
+    float v = alpha * acc;
+    if (beta != 0.0f) v = fma(beta, LOAD_C(C, idx), v);
+    if (act == ACT_RELU) v = fmax(v, 0.0f);
+    else if (act == ACT_LEAKY_RELU) v = v >= 0.0f ? v : v * slope;
+    STORE_C(C, idx, v);
+}
+
+#define OPERANDS                                                                                \
+    __global const A_T *A, long a_off, long a_sb, long a_sm, long a_sk, __global const B_T *B,   \
+        long b_off, long b_sb, long b_sk, long b_sn, __global C_T *C, long c_off, long c_sb,     \
+        long c_sm, long c_sn, int M, int N, int K, float alpha, float beta, int act, float slope
+
+/* naive and tiled run on a 3-D range (n, m, batch). */
+#define BATCH_OFFSETS()                                                                          \
+    long batch = get_global_id(2);                                                               \
+    A += a_off + batch * a_sb;                                                                   \
+    B += b_off + batch * b_sb;                                                                   \
+    C += c_off + batch * c_sb
+
+#if defined(TILE)
+/* 2-D work-groups of TILE x TILE, dims (n, m, batch). */
+__kernel __attribute__((reqd_work_group_size(TILE, TILE, 1))) void matmul_naive(OPERANDS)
+{
+    BATCH_OFFSETS();
+    int n = get_global_id(0), m = get_global_id(1);
+    if (m >= M || n >= N) return;
+    float acc = 0.0f;
+    for (int k = 0; k < K; k++) acc = fma(LOAD_A(A, m * a_sm + k * a_sk), LOAD_B(B, k * b_sk + n * b_sn), acc);
+    epilogue(C, m * c_sm + n * c_sn, acc, alpha, beta, act, slope);
+}
+
+__kernel __attribute__((reqd_work_group_size(TILE, TILE, 1))) void matmul_tiled(OPERANDS)
+{
+    __local float As[TILE][TILE + 1], Bs[TILE][TILE + 1];
+    BATCH_OFFSETS();
+    int tx = get_local_id(0), ty = get_local_id(1);
+    int n = get_global_id(0), m = get_global_id(1);
+    /* Loads of a tile row use the same (tx, ty) roles for A and B, so both coalesce when
+       the operand's k (A) or n (B) stride is 1. */
+    int am = get_group_id(1) * TILE + ty;
+    float acc = 0.0f;
+    for (int k0 = 0; k0 < K; k0 += TILE) {
+        As[ty][tx] = (am < M && k0 + tx < K) ? LOAD_A(A, am * a_sm + (k0 + tx) * a_sk) : 0.0f;
+        Bs[ty][tx] = (k0 + ty < K && n < N) ? LOAD_B(B, (k0 + ty) * b_sk + n * b_sn) : 0.0f;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int k = 0; k < TILE; k++) acc = fma(As[ty][k], Bs[k][tx], acc);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (m < M && n < N) epilogue(C, m * c_sm + n * c_sn, acc, alpha, beta, act, slope);
+}
+#endif
+
+#if defined(BLOCK_M)
+/* Private arrays passed by pointer must stay in registers: force the helpers inline. */
+#define INLINE inline __attribute__((always_inline))
+#define WG ((BLOCK_M / THREAD_M) * (BLOCK_N / THREAD_N))
+#define TN_THREADS (BLOCK_N / THREAD_N)
+/* Local rows are padded by 4 floats: transposed stores spread over banks and float4 reads
+   stay 16-byte aligned. */
+#define LDA (BLOCK_M + 4)
+#define LDB (BLOCK_N + 4)
+#define A_LOADS (BLOCK_M * BLOCK_K / WG / VEC_A)
+#define B_LOADS (BLOCK_K * BLOCK_N / WG / VEC_B)
+/* A thread's THREAD_M rows: chunks of up to 4 adjacent rows, spaced so that neighbouring
+   threads read neighbouring float4s (conflict-free 128-bit local loads). */
+#define AW (THREAD_M < 4 ? THREAD_M : 4)
+#define BW (THREAD_N < 4 ? THREAD_N : 4)
+#define A_CHUNK (BLOCK_M / (THREAD_M / AW))
+#define B_CHUNK (BLOCK_N / (THREAD_N / BW))
+
+/* Element e of the tile in load order -> (row, col) of the (BLOCK_M x BLOCK_K) A tile.
+   A_KMAJOR: k is A's contiguous dimension, so consecutive loads walk k. */
+inline int2 a_coord(int e)
+{
+#if A_KMAJOR
+    return (int2)(e / BLOCK_K, e % BLOCK_K);
+#else
+    return (int2)(e % BLOCK_M, e / BLOCK_M);
+#endif
+}
+
+/* (k, n) of the (BLOCK_K x BLOCK_N) B tile; B_NMAJOR: n is B's contiguous dimension. */
+inline int2 b_coord(int e)
+{
+#if B_NMAJOR
+    return (int2)(e / BLOCK_N, e % BLOCK_N);
+#else
+    return (int2)(e % BLOCK_K, e / BLOCK_K);
+#endif
+}
+
+/* Global -> registers: the A slice at k0. Vector loads only where the host proved the
+   contiguous stride is 1 and offsets are aligned (VEC_A = 4); edges load element-wise. */
+INLINE void load_a(__global const A_T *A, long a_sm, long a_sk, int m_left, int k_left, int tid,
+                   float *ra)
+{
+    #pragma unroll
+    for (int r = 0; r < A_LOADS; r++) {
+        int2 mk = a_coord((r * WG + tid) * VEC_A);
+#if VEC_A == 4
+        int full = mk.x < m_left && mk.y + 3 < k_left;
+#if A_KMAJOR
+        long base = mk.x * a_sm + mk.y;
+#else
+        long base = mk.x + mk.y * a_sk;
+#endif
+        if (full) {
+            float4 v = LOAD4_A(A, base);
+            ra[4 * r] = v.x, ra[4 * r + 1] = v.y, ra[4 * r + 2] = v.z, ra[4 * r + 3] = v.w;
+            continue;
+        }
+        #pragma unroll
+        for (int j = 0; j < 4; j++) {
+#if A_KMAJOR
+            int ok = mk.x < m_left && mk.y + j < k_left;
+#else
+            int ok = mk.x + j < m_left && mk.y < k_left;
+#endif
+            ra[4 * r + j] = ok ? LOAD_A(A, base + j) : 0.0f;
+        }
+#else
+        ra[r] = (mk.x < m_left && mk.y < k_left) ? LOAD_A(A, mk.x * a_sm + mk.y * a_sk) : 0.0f;
+#endif
+    }
+}
+
+INLINE void load_b(__global const B_T *B, long b_sk, long b_sn, int k_left, int n_left, int tid,
+                   float *rb)
+{
+    #pragma unroll
+    for (int r = 0; r < B_LOADS; r++) {
+        int2 kn = b_coord((r * WG + tid) * VEC_B);
+#if VEC_B == 4
+#if B_NMAJOR
+        int full = kn.x < k_left && kn.y + 3 < n_left;
+        long base = kn.x * b_sk + kn.y;
+#else
+        int full = kn.x + 3 < k_left && kn.y < n_left;
+        long base = kn.x + kn.y * b_sn;
+#endif
+        if (full) {
+            float4 v = LOAD4_B(B, base);
+            rb[4 * r] = v.x, rb[4 * r + 1] = v.y, rb[4 * r + 2] = v.z, rb[4 * r + 3] = v.w;
+            continue;
+        }
+        #pragma unroll
+        for (int j = 0; j < 4; j++) {
+#if B_NMAJOR
+            int ok = kn.x < k_left && kn.y + j < n_left;
+#else
+            int ok = kn.x + j < k_left && kn.y < n_left;
+#endif
+            rb[4 * r + j] = ok ? LOAD_B(B, base + j) : 0.0f;
+        }
+#else
+        rb[r] = (kn.x < k_left && kn.y < n_left) ? LOAD_B(B, kn.x * b_sk + kn.y * b_sn) : 0.0f;
+#endif
+    }
+}
+
+/* Registers -> local: A stored k-major (As[k][m]) so the multiply reads rows of m. */
+INLINE void store_a(__local float *As, const float *ra, int tid)
+{
+    #pragma unroll
+    for (int r = 0; r < A_LOADS; r++) {
+        int2 mk = a_coord((r * WG + tid) * VEC_A);
+        #pragma unroll
+        for (int j = 0; j < VEC_A; j++) {
+#if A_KMAJOR
+            As[(mk.y + j) * LDA + mk.x] = ra[VEC_A * r + j];
+#else
+            As[mk.y * LDA + mk.x + j] = ra[VEC_A * r + j];
+#endif
+        }
+    }
+}
+
+INLINE void store_b(__local float *Bs, const float *rb, int tid)
+{
+    #pragma unroll
+    for (int r = 0; r < B_LOADS; r++) {
+        int2 kn = b_coord((r * WG + tid) * VEC_B);
+        #pragma unroll
+        for (int j = 0; j < VEC_B; j++) {
+#if B_NMAJOR
+            Bs[kn.x * LDB + kn.y + j] = rb[VEC_B * r + j];
+#else
+            Bs[(kn.x + j) * LDB + kn.y] = rb[VEC_B * r + j];
+#endif
+        }
+    }
+}
+
+/* Rows of the C tile this thread owns: chunk c, lane j. */
+inline int thread_row(int tm, int i) { return (i / AW) * A_CHUNK + tm * AW + i % AW; }
+inline int thread_col(int tn, int j) { return (j / BW) * B_CHUNK + tn * BW + j % BW; }
+
+/* acc += As[0:BLOCK_K, rows] x Bs[0:BLOCK_K, cols] for this thread's micro-tile. */
+INLINE void multiply(__local const float *As, __local const float *Bs, int tm, int tn,
+                     float acc[THREAD_M][THREAD_N])
+{
+    #pragma unroll
+    for (int k = 0; k < BLOCK_K; k++) {
+        float a[THREAD_M], b[THREAD_N];
+        #pragma unroll
+        for (int c = 0; c < THREAD_M / AW; c++) {
+#if AW == 4
+            float4 v = *(__local const float4 *)(As + k * LDA + c * A_CHUNK + tm * 4);
+            a[4 * c] = v.x, a[4 * c + 1] = v.y, a[4 * c + 2] = v.z, a[4 * c + 3] = v.w;
+#else
+            #pragma unroll
+            for (int j = 0; j < AW; j++) a[c * AW + j] = As[k * LDA + c * A_CHUNK + tm * AW + j];
+#endif
+        }
+        #pragma unroll
+        for (int c = 0; c < THREAD_N / BW; c++) {
+#if BW == 4
+            float4 v = *(__local const float4 *)(Bs + k * LDB + c * B_CHUNK + tn * 4);
+            b[4 * c] = v.x, b[4 * c + 1] = v.y, b[4 * c + 2] = v.z, b[4 * c + 3] = v.w;
+#else
+            #pragma unroll
+            for (int j = 0; j < BW; j++) b[c * BW + j] = Bs[k * LDB + c * B_CHUNK + tn * BW + j];
+#endif
+        }
+        #pragma unroll
+        for (int i = 0; i < THREAD_M; i++)
+            #pragma unroll
+            for (int j = 0; j < THREAD_N; j++) acc[i][j] = fma(a[i], b[j], acc[i][j]);
+    }
+}
+
+/* Triton's grouped ordering: GROUP_M rows of tiles are swept column by column, so the
+   work-groups in flight reuse the same A rows and B columns from L2. */
+inline int2 tile_coords(int pid, int M, int N)
+{
+    int num_m = (M + BLOCK_M - 1) / BLOCK_M, num_n = (N + BLOCK_N - 1) / BLOCK_N;
+    int in_group = GROUP_M * num_n;
+    int first_m = (pid / in_group) * GROUP_M;
+    int size_m = min(num_m - first_m, GROUP_M);
+    return (int2)(first_m + (pid % in_group) % size_m, (pid % in_group) / size_m);
+}
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void matmul_blocked(OPERANDS)
+{
+    /* float4-typed so the float4 reads in multiply() are aligned. */
+    __local float4 a_tiles[2 * BLOCK_K * LDA / 4], b_tiles[2 * BLOCK_K * LDB / 4];
+    __local float *As = (__local float *)a_tiles, *Bs = (__local float *)b_tiles;
+    long batch = get_group_id(1);
+    int2 tile = tile_coords(get_group_id(0), M, N);
+    int tid = get_local_id(0), tm = tid / TN_THREADS, tn = tid % TN_THREADS;
+    A += a_off + batch * a_sb + (long)tile.x * BLOCK_M * a_sm;
+    B += b_off + batch * b_sb + (long)tile.y * BLOCK_N * b_sn;
+    int m_left = M - tile.x * BLOCK_M, n_left = N - tile.y * BLOCK_N;
+
+    float acc[THREAD_M][THREAD_N];
+    #pragma unroll
+    for (int i = 0; i < THREAD_M; i++)
+        #pragma unroll
+        for (int j = 0; j < THREAD_N; j++) acc[i][j] = 0.0f;
+    float ra[A_LOADS * VEC_A], rb[B_LOADS * VEC_B];
+    load_a(A, a_sm, a_sk, m_left, K, tid, ra);
+    load_b(B, b_sk, b_sn, K, n_left, tid, rb);
+    store_a(As, ra, tid);
+    store_b(Bs, rb, tid);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    int cur = 0;
+    for (int k0 = 0; k0 < K; k0 += BLOCK_K) {
+        int more = k0 + BLOCK_K < K;
+        if (more) {
+            load_a(A + (long)(k0 + BLOCK_K) * a_sk, a_sm, a_sk, m_left, K - k0 - BLOCK_K, tid, ra);
+            load_b(B + (long)(k0 + BLOCK_K) * b_sk, b_sk, b_sn, K - k0 - BLOCK_K, n_left, tid, rb);
+        }
+        multiply(As + cur * BLOCK_K * LDA, Bs + cur * BLOCK_K * LDB, tm, tn, acc);
+        if (more) {
+            store_a(As + (cur ^ 1) * BLOCK_K * LDA, ra, tid);
+            store_b(Bs + (cur ^ 1) * BLOCK_K * LDB, rb, tid);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        cur ^= 1;
+    }
+
+    C += c_off + batch * c_sb;
+    #pragma unroll
+    for (int i = 0; i < THREAD_M; i++) {
+        int m = tile.x * BLOCK_M + thread_row(tm, i);
+        if (m >= M) continue;
+        #pragma unroll
+        for (int j = 0; j < THREAD_N; j++) {
+            int n = tile.y * BLOCK_N + thread_col(tn, j);
+            if (n < N) epilogue(C, m * c_sm + n * c_sn, acc[i][j], alpha, beta, act, slope);
+        }
+    }
+}
+#endif

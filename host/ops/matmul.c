@@ -1,0 +1,463 @@
+/* clkit_matmul: validation, the choice of kernel and configuration (override, tuned cache,
+   heuristic from device properties), and the launches of clkit's kernels or CLBlast. */
+#include "../tune.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <clblast_c.h>
+
+enum { KERNEL_NAIVE, KERNEL_TILED, KERNEL_BLOCKED };
+
+typedef struct problem {
+    const clkit_tensor *a, *b, *c;
+    int64_t m, n, k, batch;
+    /* strides in elements: [batch, row, col]; 0 for a size-1 or broadcast dimension */
+    int64_t as[3], bs[3], cs[3];
+    int64_t a_off, b_off, c_off; /* element offsets */
+    clkit_matmul_options opt;
+} problem;
+
+clkit_matmul_options clkit_matmul_defaults(void)
+{
+    clkit_matmul_options o;
+    memset(&o, 0, sizeof o);
+    o.alpha = 1.0f;
+    o.leaky_slope = 0.01f;
+    return o;
+}
+
+/* ---- validation ---- */
+
+/* Batch, rows, cols and strides of a 2-D or 3-D operand. */
+static void dims(const clkit_tensor *t, int64_t *batch, int64_t *rows, int64_t *cols, int64_t *s)
+{
+    int d = t->ndim - 2;
+    *batch = d ? t->shape[0] : 1;
+    *rows = t->shape[d];
+    *cols = t->shape[d + 1];
+    s[0] = d && t->shape[0] > 1 ? t->strides[0] : 0;
+    s[1] = *rows > 1 ? t->strides[d] : 0;
+    s[2] = *cols > 1 ? t->strides[d + 1] : 0;
+}
+
+static clkit_status check_dtypes(clkit_context *ctx, const problem *p)
+{
+    clkit_dtype a = p->a->dtype, b = p->b->dtype, c = p->c->dtype;
+    if (a != b || (a == CLKIT_F32 && c != CLKIT_F32))
+        return clkit_fail(ctx, CLKIT_ERR_DTYPE,
+                          "A (%s), B (%s), C (%s): A and B must share a dtype, and f32 inputs "
+                          "give an f32 C", clkit_dtype_name(a), clkit_dtype_name(b), clkit_dtype_name(c));
+    return CLKIT_OK;
+}
+
+static clkit_status check_shapes(clkit_context *ctx, problem *p)
+{
+    int64_t ab, ar, ac, bb, br, bc, cb, cr, cc;
+    dims(p->a, &ab, &ar, &ac, p->as);
+    dims(p->b, &bb, &br, &bc, p->bs);
+    dims(p->c, &cb, &cr, &cc, p->cs);
+    if (ac != br)
+        return clkit_fail(ctx, CLKIT_ERR_SHAPE, "A is %lld x %lld but B is %lld x %lld: K differs",
+                          (long long)ar, (long long)ac, (long long)br, (long long)bc);
+    if (cr != ar || cc != bc)
+        return clkit_fail(ctx, CLKIT_ERR_SHAPE, "C is %lld x %lld, A @ B is %lld x %lld",
+                          (long long)cr, (long long)cc, (long long)ar, (long long)bc);
+    if ((ab != 1 && ab != cb) || (bb != 1 && bb != cb) || (p->c->ndim == 2 && cb != 1))
+        return clkit_fail(ctx, CLKIT_ERR_SHAPE, "batch sizes A %lld, B %lld, C %lld do not broadcast",
+                          (long long)ab, (long long)bb, (long long)cb);
+    if (ar > INT32_MAX || bc > INT32_MAX || ac > INT32_MAX)
+        return clkit_fail(ctx, CLKIT_ERR_OVERFLOW, "M, N and K must each be below 2^31");
+    p->m = ar, p->n = bc, p->k = ac, p->batch = cb;
+    p->a_off = (int64_t)(p->a->offset / clkit_dtype_size(p->a->dtype));
+    p->b_off = (int64_t)(p->b->offset / clkit_dtype_size(p->b->dtype));
+    p->c_off = (int64_t)(p->c->offset / clkit_dtype_size(p->c->dtype));
+    return CLKIT_OK;
+}
+
+static clkit_status validate(clkit_context *ctx, const clkit_tensor *a, const clkit_tensor *b,
+                             const clkit_tensor *c, const clkit_matmul_options *opt, problem *p)
+{
+    clkit_status s;
+    if ((s = clkit_check_tensor(ctx, a, "A", 2, 3, CLKIT_DT_FLOAT)) ||
+        (s = clkit_check_tensor(ctx, b, "B", 2, 3, CLKIT_DT_FLOAT)) ||
+        (s = clkit_check_tensor(ctx, c, "C", 2, 3, CLKIT_DT_FLOAT)))
+        return s;
+    memset(p, 0, sizeof *p);
+    p->a = a, p->b = b, p->c = c;
+    p->opt = opt ? *opt : clkit_matmul_defaults();
+    if ((s = check_dtypes(ctx, p)) || (s = check_shapes(ctx, p)) ||
+        (s = clkit_check_output(ctx, c, "C")) ||
+        (s = clkit_check_disjoint(ctx, c, "C", a, "A", false)) ||
+        (s = clkit_check_disjoint(ctx, c, "C", b, "B", false)))
+        return s;
+    const clkit_matmul_options *o = &p->opt;
+    if (!isfinite(o->alpha) || !isfinite(o->beta) || !isfinite(o->leaky_slope))
+        return clkit_fail(ctx, CLKIT_ERR_INVALID_VALUE, "alpha, beta and leaky_slope must be finite");
+    if ((unsigned)o->activation > CLKIT_ACT_LEAKY_RELU || (unsigned)o->provider > CLKIT_PROVIDER_CLBLAST)
+        return clkit_fail(ctx, CLKIT_ERR_INVALID_VALUE, "unknown activation %d or provider %d",
+                          (int)o->activation, (int)o->provider);
+    return CLKIT_OK;
+}
+
+/* ---- configurations ---- */
+
+static int cfg(const clkit_config *c, const char *name) { return clkit_config_get(c, name, 0); }
+
+static uint64_t blocked_local_bytes(const clkit_config *c)
+{
+    return 2ull * (uint64_t)cfg(c, "BLOCK_K") * (uint64_t)(cfg(c, "BLOCK_M") + cfg(c, "BLOCK_N") + 8) * 4;
+}
+
+static int pow2(int x) { return x > 0 && (x & (x - 1)) == 0; }
+
+/* Whether a config can run on this device (before building: the built kernel's own limit is
+   checked at launch). */
+static int config_legal(const struct clkit_device_props *p, const clkit_config *c)
+{
+    int kernel = cfg(c, "KERNEL");
+    if (clkit_config_get(c, "provider", 0)) return 1;
+    if (kernel == KERNEL_NAIVE || kernel == KERNEL_TILED) {
+        int t = cfg(c, "TILE");
+        return t >= 1 && t <= 32 && (size_t)(t * t) <= p->max_work_group &&
+               (uint64_t)(2 * t * (t + 1) * 4) <= p->local_mem;
+    }
+    int bm = cfg(c, "BLOCK_M"), bn = cfg(c, "BLOCK_N"), bk = cfg(c, "BLOCK_K");
+    int tm = cfg(c, "THREAD_M"), tn = cfg(c, "THREAD_N"), g = cfg(c, "GROUP_M");
+    if (!pow2(bm) || !pow2(bn) || !pow2(bk) || !pow2(tm) || !pow2(tn) || g < 1 || tm > bm ||
+        tn > bn || tm > 8 || tn > 8)
+        return 0;
+    int wg = (bm / tm) * (bn / tn);
+    return (size_t)wg <= p->max_work_group && (bm * bk) % wg == 0 && (bn * bk) % wg == 0 &&
+           blocked_local_bytes(c) <= p->local_mem;
+}
+
+static clkit_config blocked(int bm, int bn, int bk, int tm, int tn, int group)
+{
+    clkit_config c = {0};
+    clkit_config_set(&c, "KERNEL", KERNEL_BLOCKED);
+    clkit_config_set(&c, "BLOCK_M", bm);
+    clkit_config_set(&c, "BLOCK_N", bn);
+    clkit_config_set(&c, "BLOCK_K", bk);
+    clkit_config_set(&c, "THREAD_M", tm);
+    clkit_config_set(&c, "THREAD_N", tn);
+    clkit_config_set(&c, "GROUP_M", group);
+    return c;
+}
+
+static clkit_config simple(int kernel, int tile)
+{
+    clkit_config c = {0};
+    clkit_config_set(&c, "KERNEL", kernel);
+    clkit_config_set(&c, "TILE", tile);
+    return c;
+}
+
+/* The register-blocked shapes the tuner tries, largest first: (BLOCK_M, BLOCK_N, BLOCK_K,
+   THREAD_M, THREAD_N). */
+static const int block_shapes[][5] = {
+    {128, 128, 16, 8, 8}, {128, 128, 8, 8, 8}, {128, 64, 16, 8, 4}, {64, 128, 16, 4, 8},
+    {128, 64, 8, 8, 4},   {64, 128, 8, 4, 8},  {64, 64, 16, 4, 4},  {64, 64, 8, 4, 4},
+    {64, 32, 16, 4, 4},   {32, 64, 16, 4, 4},  {32, 32, 8, 4, 4},   {16, 128, 16, 2, 8},
+    {16, 64, 16, 2, 4},   {16, 32, 16, 2, 2},  {8, 64, 16, 1, 4},
+};
+#define NSHAPES (sizeof block_shapes / sizeof *block_shapes)
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* Heuristic default from device properties: the largest legal tile that still gives every
+   compute unit a work-group (the tutorials' 128 x 128 on big GPUs, smaller tiles for small
+   or skinny problems and for CPUs, where one work-group per core runs at a time). */
+static clkit_config heuristic_config(const struct clkit_device_props *p, const problem *pr)
+{
+    uint64_t want = p->is_gpu ? p->compute_units : p->compute_units * 4;
+    clkit_config best = {0};
+    int found = 0;
+    for (size_t i = 0; i < NSHAPES; i++) {
+        const int *s = block_shapes[i];
+        clkit_config c = blocked(s[0], s[1], s[2], s[3], s[4], 8);
+        if (!config_legal(p, &c) || (!p->is_gpu && s[0] * s[1] > 64 * 64)) continue;
+        if (pr->m <= 16 && s[0] > 16 && p->is_gpu) continue; /* skinny: don't waste rows */
+        if (!found) best = c, found = 1;
+        uint64_t tiles = (uint64_t)(ceil_div(pr->m, s[0]) * ceil_div(pr->n, s[1]) * pr->batch);
+        if (tiles >= want) return c;
+        best = c;
+    }
+    return found ? best : simple(KERNEL_TILED, 8);
+}
+
+/* Every candidate the tuner times: each legal blocked shape with GROUP_M 8, the best of
+   those again with GROUP_M 1 and 4 (tried by the caller), naive and tiled, and CLBlast. */
+static int candidates(const struct clkit_device_props *p, const problem *pr, clkit_config *out, int max)
+{
+    int n = 0;
+    for (size_t i = 0; i < NSHAPES && n < max; i++) {
+        const int *s = block_shapes[i];
+        clkit_config c = blocked(s[0], s[1], s[2], s[3], s[4], 8);
+        if (config_legal(p, &c)) out[n++] = c;
+    }
+    static const int simple_kernels[][2] = {{KERNEL_TILED, 16}, {KERNEL_TILED, 32}, {KERNEL_NAIVE, 16}};
+    for (size_t i = 0; i < 3 && n < max; i++) {
+        clkit_config c = simple(simple_kernels[i][0], simple_kernels[i][1]);
+        if (config_legal(p, &c)) out[n++] = c;
+    }
+    if (n < max && pr->a->dtype == CLKIT_F32 && pr->opt.activation == CLKIT_ACT_NONE) {
+        clkit_config c = {0};
+        clkit_config_set(&c, "provider", 1);
+        out[n++] = c;
+    }
+    return n;
+}
+
+/* ---- clkit's kernels ---- */
+
+/* Vector width for loading an operand along its unit-stride dimension: 4 when that stride is
+   1, the other strides and the offset keep every 4-element group aligned, and the tile
+   divides into 4-element loads. */
+static int operand_vec(int64_t unit_stride, int64_t other, int64_t batch, int64_t off,
+                       int loads_per_thread, int tile_dim)
+{
+    return unit_stride == 1 && other % 4 == 0 && batch % 4 == 0 && off % 4 == 0 &&
+                   loads_per_thread % 4 == 0 && tile_dim % 4 == 0
+               ? 4
+               : 1;
+}
+
+static const char *dtype_token(clkit_dtype t)
+{
+    return t == CLKIT_F16 ? "F16" : t == CLKIT_BF16 ? "BF16" : "F32";
+}
+
+static void build_options(const problem *pr, const clkit_config *c, char *buf, size_t n)
+{
+    char base[512];
+    clkit_config_options(c, base, sizeof base);
+    int used = snprintf(buf, n, "%s -D A_DTYPE=%s -D B_DTYPE=%s -D C_DTYPE=%s", base,
+                        dtype_token(pr->a->dtype), dtype_token(pr->b->dtype), dtype_token(pr->c->dtype));
+    if (cfg(c, "KERNEL") != KERNEL_BLOCKED) return;
+    int bm = cfg(c, "BLOCK_M"), bn = cfg(c, "BLOCK_N"), bk = cfg(c, "BLOCK_K");
+    int wg = (bm / cfg(c, "THREAD_M")) * (bn / cfg(c, "THREAD_N"));
+    int a_kmajor = pr->as[1] != 1, b_nmajor = pr->bs[1] != 1;
+    int va = a_kmajor ? operand_vec(pr->as[2], pr->as[1], pr->as[0], pr->a_off, bm * bk / wg, bk)
+                      : operand_vec(1, pr->as[2], pr->as[0], pr->a_off, bm * bk / wg, bm);
+    int vb = b_nmajor ? operand_vec(pr->bs[2], pr->bs[1], pr->bs[0], pr->b_off, bn * bk / wg, bn)
+                      : operand_vec(1, pr->bs[2], pr->bs[0], pr->b_off, bn * bk / wg, bk);
+    snprintf(buf + used, n - (size_t)used, " -D A_KMAJOR=%d -D B_NMAJOR=%d -D VEC_A=%d -D VEC_B=%d",
+             a_kmajor, b_nmajor, va, vb);
+}
+
+static clkit_status set_operands(clkit_context *ctx, cl_kernel k, const problem *pr,
+                                 const clkit_tensor *c)
+{
+    cl_long a[4] = {pr->a_off, pr->as[0], pr->as[1], pr->as[2]};
+    cl_long b[4] = {pr->b_off, pr->bs[0], pr->bs[1], pr->bs[2]};
+    cl_long cc[4] = {(cl_long)(c->offset / clkit_dtype_size(c->dtype)), pr->cs[0], pr->cs[1], pr->cs[2]};
+    cl_int m = (cl_int)pr->m, n = (cl_int)pr->n, kk = (cl_int)pr->k, act = pr->opt.activation;
+    float alpha = pr->opt.alpha, beta = pr->opt.beta, slope = pr->opt.leaky_slope;
+    return clkit_set_args(ctx, k, 22, sizeof(cl_mem), &pr->a->buffer, 8, &a[0], 8, &a[1], 8, &a[2],
+                          8, &a[3], sizeof(cl_mem), &pr->b->buffer, 8, &b[0], 8, &b[1], 8, &b[2],
+                          8, &b[3], sizeof(cl_mem), &c->buffer, 8, &cc[0], 8, &cc[1], 8, &cc[2],
+                          8, &cc[3], 4, &m, 4, &n, 4, &kk, 4, &alpha, 4, &beta, 4, &act, 4, &slope);
+}
+
+static clkit_status launch_clkit(clkit_context *ctx, const problem *pr, const clkit_config *c,
+                                 const clkit_tensor *out)
+{
+    static const char *names[] = {"matmul_naive", "matmul_tiled", "matmul_blocked"};
+    int kernel = cfg(c, "KERNEL");
+    char opts[1024];
+    build_options(pr, c, opts, sizeof opts);
+    cl_kernel k;
+    clkit_status s = clkit_get_kernel(ctx, "matmul.cl", names[kernel], opts, &k);
+    if (s || (s = set_operands(ctx, k, pr, out))) return s;
+    size_t limit = clkit_kernel_wg_limit(ctx, k);
+    if (kernel == KERNEL_BLOCKED) {
+        int bm = cfg(c, "BLOCK_M"), bn = cfg(c, "BLOCK_N");
+        size_t wg = (size_t)(bm / cfg(c, "THREAD_M")) * (size_t)(bn / cfg(c, "THREAD_N"));
+        if (wg > limit)
+            return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "matmul config needs %zu work-items, kernel allows %zu", wg, limit);
+        size_t global[2] = {(size_t)(ceil_div(pr->m, bm) * ceil_div(pr->n, bn)) * wg, (size_t)pr->batch};
+        size_t local[2] = {wg, 1};
+        return clkit_launch(ctx, k, 2, global, local);
+    }
+    size_t t = (size_t)cfg(c, "TILE");
+    if (t * t > limit)
+        return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "matmul tile %zu x %zu over the kernel limit %zu", t, t, limit);
+    size_t global[3] = {(size_t)ceil_div(pr->n, (int64_t)t) * t, (size_t)ceil_div(pr->m, (int64_t)t) * t,
+                        (size_t)pr->batch};
+    size_t local[3] = {t, t, 1};
+    return clkit_launch(ctx, k, 3, global, local);
+}
+
+/* ---- CLBlast ---- */
+
+/* CLBlast takes matrices with one unit stride and a leading dimension. For the layout of C,
+   an operand (rows x cols) is either stored in that layout or as its transpose. */
+static int blas_operand(int64_t rs, int64_t cs, int64_t rows, int64_t cols, int row_major,
+                        CLBlastTranspose *t, size_t *ld)
+{
+    int64_t inner = row_major ? cs : rs, outer = row_major ? rs : cs;
+    int64_t span = row_major ? cols : rows, other = row_major ? rows : cols;
+    if (inner <= 1) {
+        *t = CLBlastTransposeNo;
+        *ld = (size_t)(outer > span ? outer : span);
+    } else if (outer <= 1) {
+        *t = CLBlastTransposeYes;
+        *ld = (size_t)(inner > other ? inner : other);
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+static clkit_status launch_clblast(clkit_context *ctx, const problem *pr, const clkit_tensor *out)
+{
+    if (pr->a->dtype != CLKIT_F32 || pr->opt.activation != CLKIT_ACT_NONE)
+        return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "CLBlast provider: f32 without activation only");
+    int row_major = pr->cs[2] <= 1;
+    CLBlastTranspose ta, tb, tc;
+    size_t lda, ldb, ldc;
+    if (!blas_operand(pr->as[1], pr->as[2], pr->m, pr->k, row_major, &ta, &lda) ||
+        !blas_operand(pr->bs[1], pr->bs[2], pr->k, pr->n, row_major, &tb, &ldb) ||
+        !blas_operand(pr->cs[1], pr->cs[2], pr->m, pr->n, row_major, &tc, &ldc) ||
+        tc != CLBlastTransposeNo)
+        return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "CLBlast provider: each matrix needs a unit stride");
+    cl_event ev = NULL;
+    CLBlastLayout layout = row_major ? CLBlastLayoutRowMajor : CLBlastLayoutColMajor;
+    size_t c_off = out->offset / 4;
+    CLBlastStatusCode st;
+    if (pr->batch == 1)
+        st = CLBlastSgemm(layout, ta, tb, (size_t)pr->m, (size_t)pr->n, (size_t)pr->k, pr->opt.alpha,
+                          pr->a->buffer, (size_t)pr->a_off, lda, pr->b->buffer, (size_t)pr->b_off, ldb,
+                          pr->opt.beta, out->buffer, c_off, ldc, &ctx->queue, &ev);
+    else
+        st = CLBlastSgemmStridedBatched(layout, ta, tb, (size_t)pr->m, (size_t)pr->n, (size_t)pr->k,
+                                        pr->opt.alpha, pr->a->buffer, (size_t)pr->a_off, lda,
+                                        (size_t)pr->as[0], pr->b->buffer, (size_t)pr->b_off, ldb,
+                                        (size_t)pr->bs[0], pr->opt.beta, out->buffer, c_off, ldc,
+                                        (size_t)pr->cs[0], (size_t)pr->batch, &ctx->queue, &ev);
+    if (st != CLBlastSuccess)
+        return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "CLBlast GEMM failed with status %d", (int)st);
+    clkit_record_event(ctx, ev);
+    return CLKIT_OK;
+}
+
+/* ---- choosing and running ---- */
+
+static clkit_status run_config(clkit_context *ctx, const problem *pr, const clkit_config *c,
+                               const clkit_tensor *out)
+{
+    return clkit_config_get(c, "provider", 0) ? launch_clblast(ctx, pr, out) : launch_clkit(ctx, pr, c, out);
+}
+
+static clkit_tune_key tune_key(const problem *pr)
+{
+    clkit_tune_key k;
+    memset(&k, 0, sizeof k);
+    snprintf(k.op, sizeof k.op, "matmul");
+    snprintf(k.dtype, sizeof k.dtype, "%s.%s.%s", clkit_dtype_name(pr->a->dtype),
+             clkit_dtype_name(pr->b->dtype), clkit_dtype_name(pr->c->dtype));
+    /* n: row-major (k or n contiguous), t: transposed, g: general strides */
+    char la = pr->as[2] <= 1 ? 'n' : pr->as[1] <= 1 ? 't' : 'g';
+    char lb = pr->bs[2] <= 1 ? 'n' : pr->bs[1] <= 1 ? 't' : 'g';
+    snprintf(k.layout, sizeof k.layout, "%c%c%s%s", la, lb, pr->batch > 1 ? ".batched" : "",
+             pr->opt.activation != CLKIT_ACT_NONE ? ".act" : "");
+    k.shape[0] = pr->m, k.shape[1] = pr->n, k.shape[2] = pr->k, k.shape[3] = pr->batch;
+    k.nshape = 4;
+    return k;
+}
+
+static clkit_status tune(clkit_context *ctx, const problem *pr, const clkit_tune_options *topt,
+                         clkit_config *best);
+
+static clkit_status choose(clkit_context *ctx, const problem *pr, clkit_config *c)
+{
+    const clkit_matmul_options *o = &pr->opt;
+    if (o->config) {
+        if (clkit_config_parse(o->config, c) != 0 || !config_legal(&ctx->props, c))
+            return clkit_fail(ctx, CLKIT_ERR_INVALID_VALUE, "matmul config '%s' is malformed or "
+                              "does not fit this device", o->config);
+        return CLKIT_OK;
+    }
+    memset(c, 0, sizeof *c);
+    if (o->provider == CLKIT_PROVIDER_CLBLAST) {
+        clkit_config_set(c, "provider", 1);
+        return CLKIT_OK;
+    }
+    clkit_tune_key key = tune_key(pr);
+    clkit_lookup found = clkit_cache_lookup(ctx, &key, c);
+    int usable = found != CLKIT_LOOKUP_NONE && config_legal(&ctx->props, c) &&
+                 !(o->provider == CLKIT_PROVIDER_CLKIT && clkit_config_get(c, "provider", 0));
+    const char *autotune = getenv("CLKIT_AUTOTUNE");
+    if (found != CLKIT_LOOKUP_EXACT && autotune && strcmp(autotune, "1") == 0 &&
+        o->provider == CLKIT_PROVIDER_AUTO)
+        return tune(ctx, pr, NULL, c);
+    if (!usable) *c = heuristic_config(&ctx->props, pr);
+    return CLKIT_OK;
+}
+
+clkit_status clkit_matmul(clkit_context *ctx, const clkit_tensor *a, const clkit_tensor *b,
+                          const clkit_tensor *c, const clkit_matmul_options *opt)
+{
+    if (!ctx) return CLKIT_ERR_NULL_ARGUMENT;
+    clkit_clear_error(ctx);
+    problem pr;
+    clkit_config cfg_;
+    clkit_status s = validate(ctx, a, b, c, opt, &pr);
+    if (s || pr.m == 0 || pr.n == 0 || pr.batch == 0) return s;
+    if ((s = choose(ctx, &pr, &cfg_))) return s;
+    return run_config(ctx, &pr, &cfg_, c);
+}
+
+/* ---- tuning ---- */
+
+typedef struct tune_run {
+    const problem *pr;
+    const clkit_tensor *scratch;
+} tune_run;
+
+static clkit_status run_candidate(clkit_context *ctx, const clkit_config *c, void *user)
+{
+    const tune_run *t = user;
+    return run_config(ctx, t->pr, c, t->scratch);
+}
+
+static clkit_status tune(clkit_context *ctx, const problem *pr, const clkit_tune_options *topt,
+                         clkit_config *best)
+{
+    clkit_config cands[32];
+    int n = candidates(&ctx->props, pr, cands, 24);
+    clkit_tensor scratch;
+    cl_mem buf;
+    clkit_status s = clkit_scratch_like(ctx, pr->c, &scratch, &buf);
+    if (s) return s;
+    tune_run run = {pr, &scratch};
+    clkit_tune_key key = tune_key(pr);
+    s = clkit_autotune(ctx, &key, cands, n, run_candidate, &run, topt, best);
+    /* Refine the winner's program order: GROUP_M only matters for blocked kernels. */
+    if (!s && cfg(best, "KERNEL") == KERNEL_BLOCKED && !clkit_config_get(best, "provider", 0)) {
+        clkit_config groups[3] = {*best, *best, *best};
+        clkit_config_set(&groups[1], "GROUP_M", 1);
+        clkit_config_set(&groups[2], "GROUP_M", 4);
+        s = clkit_autotune(ctx, &key, groups, 3, run_candidate, &run, topt, best);
+    }
+    clReleaseMemObject(buf);
+    return s;
+}
+
+clkit_status clkit_tune_matmul(clkit_context *ctx, const clkit_tensor *a, const clkit_tensor *b,
+                               const clkit_tensor *c, const clkit_matmul_options *opt,
+                               const clkit_tune_options *topt)
+{
+    if (!ctx) return CLKIT_ERR_NULL_ARGUMENT;
+    clkit_clear_error(ctx);
+    problem pr;
+    clkit_status s = validate(ctx, a, b, c, opt, &pr);
+    if (s || pr.m == 0 || pr.n == 0 || pr.batch == 0) return s;
+    if (pr.opt.provider == CLKIT_PROVIDER_CLBLAST || pr.opt.config)
+        return clkit_fail(ctx, CLKIT_ERR_INVALID_VALUE, "tuning needs provider AUTO or CLKIT and no config override");
+    clkit_config best;
+    return tune(ctx, &pr, topt, &best);
+}

@@ -1,0 +1,324 @@
+/* clkit_matmul against a double-precision reference: shapes from 1x1x1 to a few hundred,
+   primes, K = 1, skinny, transposed and padded views, alpha/beta, activations, batches with
+   broadcast, every dtype combination, every kernel configuration the tuner may choose, CLBlast
+   as a second opinion; and bad input. */
+#include "util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct operand {
+    cl_mem buf;
+    double *host; /* the whole buffer's values */
+    size_t len;
+    clkit_tensor t;
+    ref_matrix r;
+} operand;
+
+/* A (batch x) rows x cols view: layout 'n' row-major, 't' column-major; rows padded by pad;
+   batch 0 makes a 2-D tensor. The buffer starts with `lead` unused elements (an offset). */
+static operand make(clkit_context *ctx, clkit_dtype dt, int64_t batch, int64_t rows, int64_t cols,
+                    char layout, int64_t pad, size_t lead, uint64_t seed)
+{
+    operand o;
+    int64_t ld = (layout == 'n' ? cols : rows) + pad, mat = ld * (layout == 'n' ? rows : cols);
+    int64_t nb = batch ? batch : 1;
+    o.len = lead + (size_t)(mat * nb);
+    o.host = malloc(o.len * sizeof *o.host);
+    ref_fill_random(o.host, o.len, dt, -1, 1, seed);
+    o.buf = tu_buffer(ctx, dt, o.len, o.host);
+    int64_t shape[3] = {nb, rows, cols}, strides[3] = {mat, layout == 'n' ? ld : 1, layout == 'n' ? 1 : ld};
+    int d = batch ? 0 : 1;
+    o.t = tu_view(o.buf, dt, 3 - d, shape + d, strides + d, lead);
+    o.r.v = o.host + lead;
+    o.r.s[0] = batch ? mat : 0;
+    o.r.s[1] = strides[1];
+    o.r.s[2] = strides[2];
+    return o;
+}
+
+static void drop(operand *o)
+{
+    clReleaseMemObject(o->buf);
+    free(o->host);
+}
+
+typedef struct run {
+    clkit_dtype in, out;
+    int64_t batch, m, n, k;
+    char la, lb, lc;
+    int a_bcast, b_bcast;
+    clkit_matmul_options opt;
+} run;
+
+/* Runs r on the device and compares every element of C's buffer: inside the view against the
+   reference, outside it unchanged. */
+static void check_run(clkit_context *ctx, const run *r, const char *what)
+{
+    int64_t bt = r->batch;
+    operand a = make(ctx, r->in, r->a_bcast ? 0 : bt, r->m, r->k, r->la, 3, 5, 11 + (uint64_t)r->m);
+    operand b = make(ctx, r->in, r->b_bcast ? 0 : bt, r->k, r->n, r->lb, 1, 0, 23 + (uint64_t)r->n);
+    operand c = make(ctx, r->out, bt, r->m, r->n, r->lc, 2, 7, 37 + (uint64_t)r->k);
+    if (bt == 0) bt = 1;
+    double *want = malloc(c.len * sizeof *want), *got = malloc(c.len * sizeof *got);
+    double *mag = malloc((size_t)(bt * r->m * r->n) * sizeof *mag);
+    memcpy(want, c.host, c.len * sizeof *want);
+    ref_matrix wc = c.r;
+    wc.v = want + (c.r.v - c.host);
+    ref_matmul(&a.r, &b.r, &wc, bt, r->m, r->n, r->k, r->opt.alpha, r->opt.beta,
+               (int)r->opt.activation, r->opt.leaky_slope, mag);
+    TU_CHECK(clkit_matmul(ctx, &a.t, &b.t, &c.t, &r->opt));
+    tu_read(ctx, c.buf, r->out, c.len, got);
+    double eps = 0x1p-23; /* f32 accumulation whatever the input dtype */
+    double out_rtol = r->out == CLKIT_F32 ? 0 : r->out == CLKIT_F16 ? 0x1p-10 : 0x1p-7;
+    for (size_t i = 0; i < c.len; i++) {
+        ptrdiff_t e = (double *)&want[i] - wc.v;
+        int64_t z = c.r.s[0] ? e / c.r.s[0] : 0, rem = e - z * c.r.s[0];
+        int64_t row = r->lc == 'n' ? rem / c.r.s[1] : rem % c.r.s[2];
+        int64_t col = r->lc == 'n' ? rem % c.r.s[1] : rem / c.r.s[2];
+        int inside = e >= 0 && z < bt && row < r->m && col < r->n;
+        double tol = inside ? (4.0 * (double)(r->k + 2) * eps * mag[(z * r->m + row) * r->n + col] +
+                               out_rtol * fabs(want[i]) + 1e-30)
+                            : 0;
+        if (!tu_close(got[i], want[i], tol, 0))
+            ck_abort_msg("%s: %s element %zu (batch %lld, %lld, %lld) is %.9g, expected %.9g", what,
+                         inside ? "C" : "outside C", i, (long long)z, (long long)row, (long long)col,
+                         got[i], want[i]);
+    }
+    free(want), free(got), free(mag);
+    drop(&a), drop(&b), drop(&c);
+}
+
+static run basic(int64_t m, int64_t n, int64_t k)
+{
+    run r;
+    memset(&r, 0, sizeof r);
+    r.in = r.out = CLKIT_F32;
+    r.m = m, r.n = n, r.k = k;
+    r.la = r.lb = r.lc = 'n';
+    r.opt = clkit_matmul_defaults();
+    return r;
+}
+
+static const int64_t shapes[][3] = {
+    {1, 1, 1}, {2, 3, 5}, {7, 13, 11}, {17, 33, 65}, {64, 64, 64}, {100, 37, 129},
+    {1, 64, 300}, {8, 70, 33}, {300, 1, 17}, {33, 47, 1}, {131, 129, 67}, {16, 256, 64},
+};
+#define NSHAPES (sizeof shapes / sizeof *shapes)
+
+START_TEST(shapes_and_layouts)
+{
+    clkit_context *ctx = tu_ctx();
+    static const char layouts[][2] = {{'n', 'n'}, {'t', 'n'}, {'n', 't'}, {'t', 't'}};
+    for (size_t i = 0; i < NSHAPES; i++)
+        for (size_t l = 0; l < 4; l++) {
+            run r = basic(shapes[i][0], shapes[i][1], shapes[i][2]);
+            r.la = layouts[l][0], r.lb = layouts[l][1];
+            r.lc = (i + l) % 3 == 0 ? 't' : 'n';
+            char what[96];
+            snprintf(what, sizeof what, "%lldx%lldx%lld %c%c->%c", (long long)r.m, (long long)r.n,
+                     (long long)r.k, r.la, r.lb, r.lc);
+            check_run(ctx, &r, what);
+        }
+    clkit_context_release(ctx);
+}
+END_TEST
+
+START_TEST(dtypes)
+{
+    clkit_context *ctx = tu_ctx();
+    static const clkit_dtype combos[][2] = {{CLKIT_F16, CLKIT_F32}, {CLKIT_F16, CLKIT_F16},
+                                            {CLKIT_BF16, CLKIT_BF16}, {CLKIT_BF16, CLKIT_F32},
+                                            {CLKIT_F16, CLKIT_BF16}};
+    for (size_t d = 0; d < 5; d++)
+        for (size_t i = 2; i < NSHAPES; i += 3) {
+            run r = basic(shapes[i][0], shapes[i][1], shapes[i][2]);
+            r.in = combos[d][0], r.out = combos[d][1];
+            r.la = i % 2 ? 't' : 'n';
+            check_run(ctx, &r, clkit_dtype_name(r.in));
+        }
+    clkit_context_release(ctx);
+}
+END_TEST
+
+START_TEST(alpha_beta_activation)
+{
+    clkit_context *ctx = tu_ctx();
+    for (int act = 0; act < 3; act++)
+        for (int ab = 0; ab < 3; ab++) {
+            run r = basic(37, 53, 29);
+            r.opt.alpha = ab == 1 ? 0.5f : ab == 2 ? -1.5f : 1.0f;
+            r.opt.beta = ab == 1 ? 2.0f : ab == 2 ? -0.25f : 0.0f;
+            r.opt.activation = (clkit_activation)act;
+            r.opt.leaky_slope = 0.1f;
+            check_run(ctx, &r, "alpha/beta/activation");
+        }
+    clkit_context_release(ctx);
+}
+END_TEST
+
+/* beta = 0 never reads C: NaN in C must not leak into the result. */
+START_TEST(beta_zero_ignores_nan)
+{
+    clkit_context *ctx = tu_ctx();
+    double a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {1, 0, 0, 1, 1, 1}, c[4] = {NAN, NAN, NAN, NAN}, got[4];
+    cl_mem ba = tu_buffer(ctx, CLKIT_F32, 6, a), bb = tu_buffer(ctx, CLKIT_F32, 6, b), bc = tu_buffer(ctx, CLKIT_F32, 4, c);
+    int64_t sa[2] = {2, 3}, sb[2] = {3, 2}, sc[2] = {2, 2};
+    clkit_tensor ta = clkit_tensor_contiguous(ba, CLKIT_F32, 2, sa), tb = clkit_tensor_contiguous(bb, CLKIT_F32, 2, sb),
+                 tc = clkit_tensor_contiguous(bc, CLKIT_F32, 2, sc);
+    TU_CHECK(clkit_matmul(ctx, &ta, &tb, &tc, NULL));
+    tu_read(ctx, bc, CLKIT_F32, 4, got);
+    double want[4] = {4, 5, 10, 11};
+    tu_assert_close(got, want, 4, 0, 0, "beta 0 with NaN in C");
+    clReleaseMemObject(ba), clReleaseMemObject(bb), clReleaseMemObject(bc);
+    clkit_context_release(ctx);
+}
+END_TEST
+
+START_TEST(batched_and_broadcast)
+{
+    clkit_context *ctx = tu_ctx();
+    for (int variant = 0; variant < 4; variant++) {
+        run r = basic(45, 38, 27);
+        r.batch = 3;
+        r.a_bcast = variant == 1;
+        r.b_bcast = variant == 2;
+        r.la = variant == 3 ? 't' : 'n';
+        r.opt.beta = variant == 3 ? 1.0f : 0.0f;
+        check_run(ctx, &r, "batched");
+    }
+    clkit_context_release(ctx);
+}
+END_TEST
+
+/* Every configuration the tuner may pick must be right, on an aligned shape (vector loads)
+   and a ragged one with transposed A (masked, scalar loads). */
+START_TEST(every_config)
+{
+    clkit_context *ctx = tu_ctx();
+    static const char *configs[] = {
+        "KERNEL=0,TILE=16", "KERNEL=1,TILE=16", "KERNEL=1,TILE=8",
+        "KERNEL=2,BLOCK_M=128,BLOCK_N=128,BLOCK_K=16,THREAD_M=8,THREAD_N=8,GROUP_M=8",
+        "KERNEL=2,BLOCK_M=128,BLOCK_N=128,BLOCK_K=8,THREAD_M=8,THREAD_N=8,GROUP_M=1",
+        "KERNEL=2,BLOCK_M=128,BLOCK_N=64,BLOCK_K=16,THREAD_M=8,THREAD_N=4,GROUP_M=4",
+        "KERNEL=2,BLOCK_M=64,BLOCK_N=128,BLOCK_K=8,THREAD_M=4,THREAD_N=8,GROUP_M=8",
+        "KERNEL=2,BLOCK_M=64,BLOCK_N=64,BLOCK_K=16,THREAD_M=4,THREAD_N=4,GROUP_M=8",
+        "KERNEL=2,BLOCK_M=64,BLOCK_N=64,BLOCK_K=8,THREAD_M=4,THREAD_N=4,GROUP_M=2",
+        "KERNEL=2,BLOCK_M=32,BLOCK_N=64,BLOCK_K=16,THREAD_M=4,THREAD_N=4,GROUP_M=8",
+        "KERNEL=2,BLOCK_M=32,BLOCK_N=32,BLOCK_K=8,THREAD_M=4,THREAD_N=4,GROUP_M=8",
+        "KERNEL=2,BLOCK_M=16,BLOCK_N=128,BLOCK_K=16,THREAD_M=2,THREAD_N=8,GROUP_M=8",
+        "KERNEL=2,BLOCK_M=16,BLOCK_N=32,BLOCK_K=16,THREAD_M=2,THREAD_N=2,GROUP_M=8",
+        "KERNEL=2,BLOCK_M=8,BLOCK_N=64,BLOCK_K=16,THREAD_M=1,THREAD_N=4,GROUP_M=8",
+    };
+    for (size_t i = 0; i < sizeof configs / sizeof *configs; i++) {
+        run aligned = basic(128, 192, 64), ragged = basic(67, 45, 37);
+        aligned.opt.config = ragged.opt.config = configs[i];
+        ragged.la = 't';
+        ragged.lb = 't';
+        check_run(ctx, &aligned, configs[i]);
+        check_run(ctx, &ragged, configs[i]);
+        aligned.in = CLKIT_BF16;
+        check_run(ctx, &aligned, configs[i]);
+    }
+    clkit_context_release(ctx);
+}
+END_TEST
+
+START_TEST(clblast_provider)
+{
+    clkit_context *ctx = tu_ctx();
+    run r = basic(70, 50, 40);
+    r.opt.provider = CLKIT_PROVIDER_CLBLAST;
+    r.opt.alpha = 0.75f, r.opt.beta = 0.5f;
+    check_run(ctx, &r, "CLBlast nn");
+    r.la = 't', r.lc = 't';
+    check_run(ctx, &r, "CLBlast tn->t");
+    r.batch = 2;
+    r.b_bcast = 1;
+    check_run(ctx, &r, "CLBlast batched");
+    r = basic(8, 8, 8);
+    r.opt.provider = CLKIT_PROVIDER_CLBLAST;
+    r.opt.activation = CLKIT_ACT_RELU;
+    operand a = make(ctx, CLKIT_F32, 0, 8, 8, 'n', 0, 0, 1), c = make(ctx, CLKIT_F32, 0, 8, 8, 'n', 0, 0, 2);
+    TU_EXPECT(CLKIT_ERR_UNSUPPORTED, clkit_matmul(ctx, &a.t, &a.t, &c.t, &r.opt));
+    drop(&a), drop(&c);
+    clkit_context_release(ctx);
+}
+END_TEST
+
+START_TEST(bad_input)
+{
+    clkit_context *ctx = tu_ctx();
+    operand a = make(ctx, CLKIT_F32, 0, 8, 6, 'n', 0, 0, 1), b = make(ctx, CLKIT_F32, 0, 6, 4, 'n', 0, 0, 2);
+    operand c = make(ctx, CLKIT_F32, 0, 8, 4, 'n', 0, 0, 3), h = make(ctx, CLKIT_F16, 0, 6, 4, 'n', 0, 0, 4);
+    double before[32], after[32];
+    tu_read(ctx, c.buf, CLKIT_F32, 32, before);
+    ck_assert_int_eq(clkit_matmul(NULL, &a.t, &b.t, &c.t, NULL), CLKIT_ERR_NULL_ARGUMENT);
+    TU_EXPECT(CLKIT_ERR_NULL_ARGUMENT, clkit_matmul(ctx, NULL, &b.t, &c.t, NULL));
+    TU_EXPECT(CLKIT_ERR_SHAPE, clkit_matmul(ctx, &a.t, &a.t, &c.t, NULL));      /* K mismatch */
+    TU_EXPECT(CLKIT_ERR_SHAPE, clkit_matmul(ctx, &b.t, &b.t, &c.t, NULL));
+    TU_EXPECT(CLKIT_ERR_DTYPE, clkit_matmul(ctx, &a.t, &h.t, &c.t, NULL));      /* f32 @ f16 */
+    clkit_tensor t = c.t;
+    t.dtype = CLKIT_F16;
+    TU_EXPECT(CLKIT_ERR_DTYPE, clkit_matmul(ctx, &a.t, &b.t, &t, NULL));        /* f32 -> f16 */
+    t = a.t;
+    t.dtype = CLKIT_I32;
+    TU_EXPECT(CLKIT_ERR_DTYPE, clkit_matmul(ctx, &t, &b.t, &c.t, NULL));
+    t = a.t;
+    t.ndim = 1;
+    TU_EXPECT(CLKIT_ERR_NDIM, clkit_matmul(ctx, &t, &b.t, &c.t, NULL));
+    clkit_tensor overlap = c.t;
+    overlap.buffer = a.buf;                                                        /* C over A */
+    TU_EXPECT(CLKIT_ERR_OVERLAP, clkit_matmul(ctx, &a.t, &b.t, &overlap, NULL));
+    overlap.buffer = b.buf;
+    overlap.shape[0] = 6, overlap.shape[1] = 4;
+    clkit_tensor a6 = a.t;
+    a6.shape[0] = 6;
+    TU_EXPECT(CLKIT_ERR_OVERLAP, clkit_matmul(ctx, &a6, &b.t, &overlap, NULL));
+    t = c.t;
+    t.strides[0] = 0;
+    TU_EXPECT(CLKIT_ERR_STRIDE, clkit_matmul(ctx, &a.t, &b.t, &t, NULL));
+    t = c.t;
+    t.shape[0] = 7;
+    TU_EXPECT(CLKIT_ERR_SHAPE, clkit_matmul(ctx, &a.t, &b.t, &t, NULL));
+    clkit_matmul_options o = clkit_matmul_defaults();
+    o.alpha = NAN;
+    TU_EXPECT(CLKIT_ERR_INVALID_VALUE, clkit_matmul(ctx, &a.t, &b.t, &c.t, &o));
+    o = clkit_matmul_defaults();
+    o.activation = (clkit_activation)7;
+    TU_EXPECT(CLKIT_ERR_INVALID_VALUE, clkit_matmul(ctx, &a.t, &b.t, &c.t, &o));
+    o = clkit_matmul_defaults();
+    o.config = "KERNEL=2,BLOCK_M=3";
+    TU_EXPECT(CLKIT_ERR_INVALID_VALUE, clkit_matmul(ctx, &a.t, &b.t, &c.t, &o));
+    o.config = "garbage";
+    TU_EXPECT(CLKIT_ERR_INVALID_VALUE, clkit_matmul(ctx, &a.t, &b.t, &c.t, &o));
+    int64_t bshape[3] = {2, 8, 6}, bstr[3] = {48, 6, 1};
+    clkit_tensor a3 = tu_view(a.buf, CLKIT_F32, 3, bshape, bstr, 0);
+    TU_EXPECT(CLKIT_ERR_OUT_OF_BOUNDS, clkit_matmul(ctx, &a3, &b.t, &c.t, NULL));
+    bstr[0] = 0;
+    a3 = tu_view(a.buf, CLKIT_F32, 3, bshape, bstr, 0);
+    TU_EXPECT(CLKIT_ERR_SHAPE, clkit_matmul(ctx, &a3, &b.t, &c.t, NULL));       /* batch into 2-D C */
+    TU_CHECK(clkit_finish(ctx));
+    tu_read(ctx, c.buf, CLKIT_F32, 32, after);
+    ck_assert_msg(memcmp(before, after, sizeof before) == 0, "a rejected call wrote C");
+    drop(&a), drop(&b), drop(&c), drop(&h);
+    clkit_context_release(ctx);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("matmul");
+    TCase *tc = tu_tcase("matmul");
+    tcase_add_test(tc, shapes_and_layouts);
+    tcase_add_test(tc, dtypes);
+    tcase_add_test(tc, alpha_beta_activation);
+    tcase_add_test(tc, beta_zero_ignores_nan);
+    tcase_add_test(tc, batched_and_broadcast);
+    tcase_add_test(tc, every_config);
+    tcase_add_test(tc, clblast_provider);
+    tcase_add_test(tc, bad_input);
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}
