@@ -81,6 +81,9 @@ typedef ushort ty_BF16;
 #define ST_F32(p, i, v) ((p)[i] = (v))
 #define ST_F16(p, i, v) vstore_half_rte((v), (i), (p))
 #define ST_BF16(p, i, v) ((p)[i] = f32_to_bf16(v))
+#define ST4_F32(p, i, v) vstore4((v), 0, (p) + (i))
+#define ST4_F16(p, i, v) vstore_half4_rte((v), 0, (p) + (i))
+#define ST4_BF16(p, i, v) vstore4(f32x4_to_bf16(v), 0, (p) + (i))
 
 /* Element offset of the i-th element (row-major order) of a 4-D view. */
 inline long strided_offset(long i, long4 shape, long4 strides)

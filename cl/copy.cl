@@ -29,24 +29,15 @@ typedef uint tile_t;
 #define OUT(p, i, v) ((p)[i] = (v))
 #define OUT4(p, i, v) vstore4((v), 0, (p) + (i))
 #else
-/* Converting: the input format comes from DTYPE_* (common.h), the output's from OUT_*. */
+/* Converting: the input format comes from DTYPE_*, the output's from OUT_DTYPE (F32, F16 or
+   BF16), both through f32. */
 typedef elem_t in_t;
+typedef CLKIT_CAT(ty_, OUT_DTYPE) out_t;
 typedef float tile_t;
 #define IN LOAD
 #define IN4 LOAD4
-#if defined(OUT_F32)
-typedef float out_t;
-#define OUT(p, i, v) ((p)[i] = (v))
-#define OUT4(p, i, v) vstore4((v), 0, (p) + (i))
-#elif defined(OUT_F16)
-typedef half out_t;
-#define OUT(p, i, v) vstore_half_rte((v), (i), (p))
-#define OUT4(p, i, v) vstore_half4_rte((v), 0, (p) + (i))
-#elif defined(OUT_BF16)
-typedef ushort out_t;
-#define OUT(p, i, v) ((p)[i] = f32_to_bf16(v))
-#define OUT4(p, i, v) vstore4(f32x4_to_bf16(v), 0, (p) + (i))
-#endif
+#define OUT(p, i, v) CLKIT_CAT(ST_, OUT_DTYPE)(p, i, v)
+#define OUT4(p, i, v) CLKIT_CAT(ST4_, OUT_DTYPE)(p, i, v)
 #endif
 
 __kernel void copy_dense(__global const in_t *x, long x_off, __global out_t *out, long out_off,

@@ -37,7 +37,9 @@
 #define CHUNKS (ITEMS / VEC)
 #define SPAN (TEAM * ITEMS) /* positions a team covers in one step */
 
+/* Inline PTX only where the host says the device is NVIDIA, and not in the fallback build. */
 #if defined(CLKIT_NV_SM) && !defined(SOFTMAX_PORTABLE)
+#define NV_PTX 1
 #if CLKIT_NV_SM >= 70 && CLKIT_WARP == 32 && WG % 32 == 0
 #define NV_SHUFFLE 1
 #endif
@@ -53,10 +55,10 @@
 #define RED_WORDS WG
 #endif
 
-inline float fold(float a, float b, bool sum) { return sum ? a + b : fmax(a, b); }
+static inline float fold(float a, float b, bool sum) { return sum ? a + b : fmax(a, b); }
 
 #if defined(NV_SHUFFLE)
-inline float shuffle_xor(float v, int lane_mask)
+static inline float shuffle_xor(float v, int lane_mask)
 {
     uint r;
     __asm__ volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;"
@@ -67,14 +69,14 @@ inline float shuffle_xor(float v, int lane_mask)
 
 /* Butterfly over aligned groups of `width` lanes: every lane ends with the same value, since
    each step combines the same two operands in both partner lanes. */
-inline float warp_fold(float v, bool sum, int width)
+static inline float warp_fold(float v, bool sum, int width)
 {
     for (int m = 1; m < width; m <<= 1) v = fold(v, shuffle_xor(v, m), sum);
     return v;
 }
 
 /* Reduces v over the TEAM lanes of each row; every lane gets the result. */
-inline float team_reduce(float v, bool sum, __local float *red)
+static inline float team_reduce(float v, bool sum, __local float *red)
 {
 #if TEAM <= 32
     (void)red;
@@ -92,7 +94,7 @@ inline float team_reduce(float v, bool sum, __local float *red)
    so all lanes agree bit for bit. Longer teams: RED_P lanes first fold TEAM / RED_P partials
    each (consecutive lanes read consecutive words: no bank conflicts), then every lane folds
    those RED_P: two barriers. */
-inline float team_reduce(float v, bool sum, __local float *red)
+static inline float team_reduce(float v, bool sum, __local float *red)
 {
 #if TEAM == 1
     (void)red;
@@ -121,87 +123,163 @@ inline float team_reduce(float v, bool sum, __local float *red)
 }
 #endif
 
-/* Vector values to and from the private array, one component at a time: keeps v[] in
+/* f16 bits to and from f32 without cl_khr_fp16: one cvt instruction on NVIDIA; elsewhere
+   vload_half/vstore_half through a private copy, which compilers reduce to the same. */
+#if defined(DTYPE_F16) && defined(NV_PTX)
+static inline float half_to_f32(ushort b)
+{
+    float f;
+    __asm__ volatile("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(b));
+    return f;
+}
+
+static inline ushort f32_to_half(float f)
+{
+    ushort b;
+    __asm__ volatile("cvt.rn.f16.f32 %0, %1;" : "=h"(b) : "f"(f));
+    return b;
+}
+#elif defined(DTYPE_F16)
+static inline float half_to_f32(ushort b) { return vload_half(0, (const __private half *)&b); }
+
+static inline ushort f32_to_half(float f)
+{
+    ushort b;
+    vstore_half_rte(f, 0, (__private half *)&b);
+    return b;
+}
+#endif
+
+/* One 16-byte access of VEC elements: f32 as float4, 16-bit dtypes as raw ushort8 bits. The
+   values go to and come from the private array one component at a time, which keeps v[] in
    registers without relying on vload/vstore into private memory being inlined. */
 #if VEC == 4
-#define VFLOAT float4
-#define VBITS ushort4
 #define SPLIT(v, t) ((v)[0] = (t).s0, (v)[1] = (t).s1, (v)[2] = (t).s2, (v)[3] = (t).s3)
 #define JOIN(v) ((float4)((v)[0], (v)[1], (v)[2], (v)[3]))
 #elif VEC == 8
-#define VFLOAT float8
-#define VBITS ushort8
 #define SPLIT(v, t)                                                                            \
     ((v)[0] = (t).s0, (v)[1] = (t).s1, (v)[2] = (t).s2, (v)[3] = (t).s3, (v)[4] = (t).s4,     \
      (v)[5] = (t).s5, (v)[6] = (t).s6, (v)[7] = (t).s7)
 #define JOIN(v) ((float8)((v)[0], (v)[1], (v)[2], (v)[3], (v)[4], (v)[5], (v)[6], (v)[7]))
 #endif
 
-/* VEC elements from p, which is aligned to VEC elements: one 16-byte access. 16-bit storage
-   moves as raw bits; vload_half on a private copy converts f16 (cl_khr_fp16 is optional). */
-inline void load_vec(__global const elem_t *p, __private float *v)
+#if VEC > 1
+/* p is aligned to VEC elements. */
+static inline void load_vec(__global const elem_t *p, __private float *v)
 {
-#if VEC == 1
-    v[0] = LOAD(p, 0);
-#elif defined(DTYPE_F32)
-    VFLOAT t = *(__global const VFLOAT *)p;
+#if defined(DTYPE_F32)
+    float4 t = *(__global const float4 *)p;
     SPLIT(v, t);
 #elif defined(DTYPE_F16)
-    VBITS bits = *(__global const VBITS *)p;
-    #pragma unroll
-    for (int k = 0; k < VEC; k++) v[k] = vload_half(k, (const __private half *)&bits);
+    ushort8 b = *(__global const ushort8 *)p;
+    float8 t = (float8)(half_to_f32(b.s0), half_to_f32(b.s1), half_to_f32(b.s2),
+                        half_to_f32(b.s3), half_to_f32(b.s4), half_to_f32(b.s5),
+                        half_to_f32(b.s6), half_to_f32(b.s7));
+    SPLIT(v, t);
 #elif defined(DTYPE_BF16)
-    VFLOAT t = as_float8(convert_uint8(*(__global const VBITS *)p) << 16);
+    ushort8 b = *(__global const ushort8 *)p;
+    float8 t = (float8)(bf16_to_f32(b.s0), bf16_to_f32(b.s1), bf16_to_f32(b.s2),
+                        bf16_to_f32(b.s3), bf16_to_f32(b.s4), bf16_to_f32(b.s5),
+                        bf16_to_f32(b.s6), bf16_to_f32(b.s7));
     SPLIT(v, t);
 #endif
 }
 
-inline void store_vec(__global elem_t *p, const __private float *v)
+static inline void store_vec(__global elem_t *p, const __private float *v)
 {
-#if VEC == 1
-    STORE(p, 0, v[0]);
-#elif defined(DTYPE_F32)
-    *(__global VFLOAT *)p = JOIN(v);
+#if defined(DTYPE_F32)
+    *(__global float4 *)p = JOIN(v);
 #elif defined(DTYPE_F16)
-    VBITS bits;
-    #pragma unroll
-    for (int k = 0; k < VEC; k++) vstore_half_rte(v[k], k, (__private half *)&bits);
-    *(__global VBITS *)p = bits;
+    *(__global ushort8 *)p = (ushort8)(f32_to_half(v[0]), f32_to_half(v[1]), f32_to_half(v[2]),
+                                       f32_to_half(v[3]), f32_to_half(v[4]), f32_to_half(v[5]),
+                                       f32_to_half(v[6]), f32_to_half(v[7]));
 #elif defined(DTYPE_BF16)
-    VFLOAT f = JOIN(v);
-    *(__global VBITS *)p = (VBITS)(f32x4_to_bf16(f.lo), f32x4_to_bf16(f.hi));
+    *(__global ushort8 *)p = (ushort8)(f32_to_bf16(v[0]), f32_to_bf16(v[1]), f32_to_bf16(v[2]),
+                                       f32_to_bf16(v[3]), f32_to_bf16(v[4]), f32_to_bf16(v[5]),
+                                       f32_to_bf16(v[6]), f32_to_bf16(v[7]));
 #endif
 }
 
-/* The chunk at position pos of a row whose elements sit at positions [lo, hi) of p, element
-   i at p[i * cs]; positions outside read as -inf, which no max or sum can be poisoned by. */
-inline void load_chunk(__global const elem_t *p, long cs, int pos, int lo, int hi,
-                       __private float *v)
+/* Whether the chunk at pos holds some but not all of the positions [lo, hi). */
+static inline bool straddles(int pos, int lo, int hi)
 {
-    if (pos >= lo && pos + VEC <= hi) {
-        if (VEC > 1) load_vec(p + pos, v);
-        else v[0] = LOAD(p, pos * cs);
-        return;
+    return (pos < lo && pos + VEC > lo) || (pos < hi && pos + VEC > hi);
+}
+#endif
+
+static inline int chunk_pos(int c, int lane) { return (c * TEAM + lane) * VEC; }
+
+/* The lane's CHUNKS chunks of a row whose elements sit at positions [lo, hi) of p, element i
+   at p[i * cs] (cs is 1 when VEC > 1). Positions outside the row read as -inf, which no max or
+   sum is poisoned by. Chunks wholly inside move as one vector; the at most two that straddle
+   the row's ends are finished in a separate pass, so that compilers keep the vector loads
+   whole instead of merging both paths into scalar loads. */
+static inline void load_span(__global const elem_t *p, long cs, int lane, int lo, int hi,
+                      __private float *v)
+{
+#if VEC > 1
+    #pragma unroll
+    for (int c = 0; c < CHUNKS; c++) {
+        const int pos = chunk_pos(c, lane);
+        if (pos >= lo && pos + VEC <= hi) {
+            load_vec(p + pos, v + c * VEC);
+        } else {
+            #pragma unroll
+            for (int k = 0; k < VEC; k++) v[c * VEC + k] = -INFINITY;
+        }
     }
     #pragma unroll
-    for (int k = 0; k < VEC; k++)
-        v[k] = pos + k >= lo && pos + k < hi ? LOAD(p, (pos + k) * cs) : -INFINITY;
-}
-
-inline void store_chunk(__global elem_t *p, long cs, int pos, int lo, int hi,
-                        const __private float *v)
-{
-    if (pos >= lo && pos + VEC <= hi) {
-        if (VEC > 1) store_vec(p + pos, v);
-        else STORE(p, pos * cs, v[0]);
-        return;
+    for (int c = 0; c < CHUNKS; c++) {
+        const int pos = chunk_pos(c, lane);
+        if (straddles(pos, lo, hi)) {
+            #pragma unroll
+            for (int k = 0; k < VEC; k++)
+                if (pos + k >= lo && pos + k < hi) v[c * VEC + k] = LOAD(p, pos + k);
+        }
     }
+#else
+    /* Stepping a pointer, rather than indexing with pos * cs, keeps compilers from hoisting
+       one 64-bit offset per chunk out of the row loop into registers. */
+    p += lane * cs;
     #pragma unroll
-    for (int k = 0; k < VEC; k++)
-        if (pos + k >= lo && pos + k < hi) STORE(p, (pos + k) * cs, v[k]);
+    for (int c = 0; c < CHUNKS; c++, p += TEAM * cs) {
+        const int pos = chunk_pos(c, lane);
+        v[c] = pos >= lo && pos < hi ? LOAD(p, 0) : -INFINITY;
+    }
+#endif
 }
 
-inline int chunk_pos(int c, int lane) { return (c * TEAM + lane) * VEC; }
+static inline void store_span(__global elem_t *p, long cs, int lane, int lo, int hi,
+                       const __private float *v)
+{
+#if VEC > 1
+    #pragma unroll
+    for (int c = 0; c < CHUNKS; c++) {
+        const int pos = chunk_pos(c, lane);
+        if (pos >= lo && pos + VEC <= hi) {
+            store_vec(p + pos, v + c * VEC);
+        } else if (straddles(pos, lo, hi)) {
+            #pragma unroll
+            for (int k = 0; k < VEC; k++)
+                if (pos + k >= lo && pos + k < hi) STORE(p, pos + k, v[c * VEC + k]);
+        }
+    }
+#else
+    p += lane * cs;
+    #pragma unroll
+    for (int c = 0; c < CHUNKS; c++, p += TEAM * cs) {
+        const int pos = chunk_pos(c, lane);
+        if (pos >= lo && pos < hi) STORE(p, 0, v[c]);
+    }
+#endif
+}
+
+/* Whether position i of the lane's chunks lies in [lo, hi). */
+static inline bool inside(int i, int lane, int lo, int hi)
+{
+    const int pos = chunk_pos(i / VEC, lane) + i % VEC;
+    return pos >= lo && pos < hi;
+}
 
 #if !ONLINE
 /* Rows of at most SPAN - (VEC - 1) elements (SPAN when rows start aligned), held on chip.
@@ -211,7 +289,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void softmax_rows(__global const elem_t *x, long x_off, long x_rs, long x_cs,
                   __global elem_t *out, long o_off, long o_rs, long o_cs, long m, int n)
 {
-    __local float red[2 * RED_WORDS]; /* max and sum alternate halves: one barrier apart */
+    __local float red[2 * RED_WORDS]; /* max and sum use separate halves: one barrier apart */
     const int lid = get_local_id(0), lane = lid % TEAM;
     for (long block = get_group_id(0); block * ROWS < m; block += get_num_groups(0)) {
         const long row = block * ROWS + lid / TEAM;
@@ -219,33 +297,25 @@ void softmax_rows(__global const elem_t *x, long x_off, long x_rs, long x_cs,
         const long xs = live ? x_off + row * x_rs : 0, os = live ? o_off + row * o_rs : 0;
         const int a = (int)(xs % VEC), hi = live ? a + n : 0;
         float v[ITEMS];
-        #pragma unroll
-        for (int c = 0; c < CHUNKS; c++)
-            load_chunk(x + xs - a, x_cs, chunk_pos(c, lane), a, hi, v + c * VEC);
+        load_span(x + xs - a, x_cs, lane, a, hi, v);
         float mx = -INFINITY;
         #pragma unroll
         for (int i = 0; i < ITEMS; i++) mx = fmax(mx, v[i]);
         mx = team_reduce(mx, false, red);
-        /* Masked positions contribute exactly 0; a valid row of all -inf gets NaN from its own
-           exp(-inf - -inf), as PyTorch does. */
+        /* Masked positions contribute exactly 0; a row of all -inf gets NaN from its own
+           exp(-inf - -inf), as in PyTorch. */
         float sum = 0.0f;
         #pragma unroll
-        for (int c = 0; c < CHUNKS; c++)
-            #pragma unroll
-            for (int k = 0; k < VEC; k++) {
-                const int pos = chunk_pos(c, lane) + k, i = c * VEC + k;
-                v[i] = pos >= a && pos < hi ? exp(v[i] - mx) : 0.0f;
-                sum += v[i];
-            }
+        for (int i = 0; i < ITEMS; i++) {
+            v[i] = inside(i, lane, a, hi) ? exp(v[i] - mx) : 0.0f;
+            sum += v[i];
+        }
         const float inv = 1.0f / team_reduce(sum, true, red + RED_WORDS);
         #pragma unroll
         for (int i = 0; i < ITEMS; i++) v[i] *= inv;
-        #pragma unroll
-        for (int c = 0; c < CHUNKS; c++)
-            store_chunk(out + os - a, o_cs, chunk_pos(c, lane), a, hi, v + c * VEC);
+        store_span(out + os - a, o_cs, lane, a, hi, v);
     }
 }
-
 #else
 /* Rows of any length, one per work-group (ROWS == 1), SPAN positions per step. */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
@@ -264,11 +334,10 @@ void softmax_online(__global const elem_t *x, long x_off, long x_rs, long x_cs,
         /* Pass 1: running max and sum of exp(x - max) per lane. A lane that has seen nothing
            above -inf keeps sum 0, rather than exp(-inf - -inf) = NaN. */
         float mx = -INFINITY, sum = 0.0f;
+        #pragma unroll 1
         for (long b = 0; b < end; b += SPAN) {
             const int lo = b ? 0 : a, hi = (int)min(end - b, (long)SPAN);
-            #pragma unroll
-            for (int c = 0; c < CHUNKS; c++)
-                load_chunk(xp + b * x_cs, x_cs, chunk_pos(c, lane), lo, hi, v + c * VEC);
+            load_span(xp + b * x_cs, x_cs, lane, lo, hi, v);
             float nm = mx;
             #pragma unroll
             for (int i = 0; i < ITEMS; i++) nm = fmax(nm, v[i]);
@@ -283,15 +352,13 @@ void softmax_online(__global const elem_t *x, long x_off, long x_rs, long x_cs,
         const float inv = 1.0f / team_reduce(sum, true, red + RED_WORDS);
         /* Pass 2: each lane rereads and writes the very positions it read in pass 1, so in
            place needs no synchronisation beyond the reductions. */
+        #pragma unroll 1
         for (long b = 0; b < end; b += SPAN) {
             const int lo = b ? 0 : a, hi = (int)min(end - b, (long)SPAN);
+            load_span(xp + b * x_cs, x_cs, lane, lo, hi, v);
             #pragma unroll
-            for (int c = 0; c < CHUNKS; c++) {
-                load_chunk(xp + b * x_cs, x_cs, chunk_pos(c, lane), lo, hi, v + c * VEC);
-                #pragma unroll
-                for (int k = 0; k < VEC; k++) v[c * VEC + k] = exp(v[c * VEC + k] - row_max) * inv;
-                store_chunk(op + b * o_cs, o_cs, chunk_pos(c, lane), lo, hi, v + c * VEC);
-            }
+            for (int i = 0; i < ITEMS; i++) v[i] = exp(v[i] - row_max) * inv;
+            store_span(op + b * o_cs, o_cs, lane, lo, hi, v);
         }
     }
 }

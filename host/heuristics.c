@@ -76,50 +76,60 @@ size_t clkit_persistent_groups(const struct clkit_device_props *p, unsigned occu
     return g ? (size_t)g : 1;
 }
 
-/* Values one work-item holds in registers on the on-chip path: 32 at most, as the tutorial's
-   BLOCK_SIZE / (num_warps x 32) for rows up to 16384 at 16 warps. More would cut occupancy
-   (65536 registers per SM on NVIDIA) below what hides memory latency. */
-#define SOFTMAX_MAX_ITEMS 32u
-/* Values per work-item per step of the online path: four 16-byte loads in flight for f32. */
+/* Values a work-item holds per row (on chip) or per step (online). On GPUs, measured on an
+   H200 (4096 x N, f32): NVIDIA's compiler gives a work-item about 3 registers per held value
+   and cannot be told to use fewer (-cl-nv-maxrregcount is accepted and ignored), so occupancy
+   falls as rows held on chip grow. Up to 2048 positions 8 values per lane held on chip were
+   fastest (2.47 TB/s at N = 1024 against 2.33 for a warp per row with 32 each); longer rows ran
+   fastest on the online path, 16 values per lane per step in two steps at most, whose second
+   read hits L2 because only the rows in flight (under 35 MB) are reread: 3.33, 3.27 and 3.50 TB/s
+   at N = 4096, 12672 and 32768 against 3.24, 2.69 and 3.46 held in registers. */
+#define SOFTMAX_GPU_ITEMS 8u
+#define SOFTMAX_GPU_MAX_TEAM 256u
 #define SOFTMAX_ONLINE_ITEMS 16u
-/* Registers a work-item spends besides its values: addresses, row bounds, the reductions
-   (ptxas -v on sm_90 for the built variants). */
-#define SOFTMAX_BASE_REGS 24u
+#define SOFTMAX_ONLINE_STEPS 2u
+/* With a runtime column stride every held value also costs its own pointer. */
+#define SOFTMAX_ONLINE_ITEMS_STRIDED 4u
+/* CPUs: no registers to fit. */
+#define SOFTMAX_CPU_ITEMS 32u
 
 static uint64_t div_up(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
-/* GPUs: the fewest lanes that hold the row in SOFTMAX_MAX_ITEMS registers each, the online
-   path beyond a full work-group's worth. Within one warp, where the reductions are shuffles
-   without barriers, a short row is spread further, until each lane makes at most two loads,
-   so that a warp finishes its row sooner. */
-static void gpu_plan(clkit_softmax_plan *plan, const struct clkit_device_props *p,
-                     uint64_t chunks, unsigned max_team)
+/* GPUs: the fewest lanes (up to 8 warps) that hold the row in SOFTMAX_GPU_ITEMS values each;
+   within one warp, where reductions are shuffles without barriers, a short row is spread
+   until each lane makes at most two loads. Longer rows go online over the fewest lanes (256
+   at least) that cover them in SOFTMAX_ONLINE_STEPS steps. */
+static void gpu_plan(clkit_softmax_plan *plan, const struct clkit_device_props *p, uint64_t span,
+                     unsigned max_team)
 {
     unsigned warp = p->warp > 1 ? p->warp : 1, vec = plan->vec;
-    uint64_t max_chunks = SOFTMAX_MAX_ITEMS / vec;
-    unsigned team = 1;
-    while (team < max_team &&
+    uint64_t chunks = div_up(span, vec), max_chunks = SOFTMAX_GPU_ITEMS > vec ? SOFTMAX_GPU_ITEMS / vec : 1;
+    unsigned held_team = max_team < SOFTMAX_GPU_MAX_TEAM ? max_team : SOFTMAX_GPU_MAX_TEAM, team = 1;
+    while (team < held_team &&
            (div_up(chunks, team) > max_chunks || (team < warp && div_up(chunks, team) > 2)))
         team *= 2;
-    plan->online = div_up(chunks, team) > max_chunks;
-    if (plan->online) {
-        plan->team = max_team;
-        plan->items = SOFTMAX_ONLINE_ITEMS > vec ? SOFTMAX_ONLINE_ITEMS : vec;
+    if (div_up(chunks, team) <= max_chunks) {
+        plan->team = team;
+        plan->items = (unsigned)div_up(chunks, team) * vec;
+        /* Short rows: several to a group, so a group still has the tutorial's 4 warps. */
+        while (plan->team * plan->rows * 2 <= min_sz(4 * warp, max_team)) plan->rows *= 2;
         return;
     }
-    plan->team = team;
-    plan->items = (unsigned)div_up(chunks, team) * vec;
-    /* Short rows: several to a group, so a group still has the tutorial's 4 warps. */
-    while (plan->team * plan->rows * 2 <= min_sz(4 * warp, max_team)) plan->rows *= 2;
+    plan->online = 1;
+    plan->items = vec > 1 ? SOFTMAX_ONLINE_ITEMS : SOFTMAX_ONLINE_ITEMS_STRIDED;
+    plan->team = held_team;
+    while (plan->team < max_team &&
+           div_up(span, (uint64_t)plan->team * plan->items) > SOFTMAX_ONLINE_STEPS)
+        plan->team *= 2;
 }
 
 /* CPUs (PoCL): no register file to fit and no warps, while every distinct plan is one more
    slow LLVM build. Three shapes cover every length: short rows two to a group of 8-lane
    teams, medium rows over 64 lanes, longer rows online over 64 lanes (rereading a row from
    the CPU's caches costs little). */
-static void cpu_plan(clkit_softmax_plan *plan, uint64_t chunks, unsigned max_team)
+static void cpu_plan(clkit_softmax_plan *plan, uint64_t span, unsigned max_team)
 {
-    uint64_t max_chunks = SOFTMAX_MAX_ITEMS / plan->vec;
+    uint64_t chunks = div_up(span, plan->vec), max_chunks = SOFTMAX_CPU_ITEMS / plan->vec;
     plan->team = max_team < 8 ? max_team : 8;
     plan->rows = max_team / plan->team < 2 ? 1 : 2;
     if (chunks > plan->team * max_chunks) {
@@ -127,19 +137,18 @@ static void cpu_plan(clkit_softmax_plan *plan, uint64_t chunks, unsigned max_tea
         plan->rows = 1;
     }
     plan->online = chunks > plan->team * max_chunks;
-    plan->items = plan->online ? SOFTMAX_ONLINE_ITEMS : SOFTMAX_MAX_ITEMS;
+    plan->items = plan->online ? SOFTMAX_ONLINE_ITEMS : SOFTMAX_CPU_ITEMS;
 }
 
 clkit_softmax_plan clkit_softmax_heuristic(const struct clkit_device_props *p, int64_t span,
                                            unsigned vec, size_t wg_limit)
 {
-    clkit_softmax_plan plan = {1, 1, 1, 1, 0, 0};
+    clkit_softmax_plan plan = {1, 1, 1, 1, 0};
     size_t limit = wg_limit ? min_sz(wg_limit, p->max_work_group) : p->max_work_group;
     unsigned max_team = pow2_floor(min_sz(limit, 1024));
     plan.vec = vec == 4 || vec == 8 ? vec : 1;
-    uint64_t chunks = span > 0 ? div_up((uint64_t)span, plan.vec) : 1;
-    if (p->is_gpu) gpu_plan(&plan, p, chunks, max_team);
-    else cpu_plan(&plan, chunks, max_team);
-    plan.regs = plan.items + SOFTMAX_BASE_REGS;
+    uint64_t positions = span > 0 ? (uint64_t)span : 1;
+    if (p->is_gpu) gpu_plan(&plan, p, positions, max_team);
+    else cpu_plan(&plan, positions, max_team);
     return plan;
 }

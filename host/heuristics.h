@@ -23,14 +23,13 @@ size_t clkit_stream_groups(const struct clkit_device_props *p, uint64_t items, s
 
 /* Softmax: how a row is spread over a work-group. A row of `span` positions (its n elements,
    plus vec - 1 when rows start off vector alignment) is held by a team of work-items, each
-   holding `items` values in registers; rows too long for that take the two-pass online path. */
+   holding `items` values in registers, or streamed through them by the two-pass online path. */
 typedef struct clkit_softmax_plan {
     unsigned team;    /* work-items that share one row (a power of two) */
     unsigned rows;    /* rows per work-group; team * rows = work-group size */
     unsigned items;   /* values each work-item holds (per step when online); a multiple of vec */
     unsigned vec;     /* elements per load: 1, or 16 bytes' worth for unit-stride rows */
-    unsigned regs;    /* estimated 32-bit registers per work-item, for occupancy */
-    int online;       /* 1: row too long to hold, two-pass online path */
+    int online;       /* 1: two-pass online path */
 } clkit_softmax_plan;
 
 /* vec: elements per vector access (1 for strided rows); wg_limit: the built kernel's

@@ -7,8 +7,9 @@
 
 #define CLKIT_CONFIG_MAX 16
 
-/* Named integer parameters, passed to kernels as -D NAME=value. "provider" is one more
-   parameter (0: clkit's kernels, 1: CLBlast) that is not passed to the compiler. */
+/* Named integer parameters. Upper-case names are kernel macros, passed as -D NAME=value;
+   lower-case names are for the host alone: "provider" (0: clkit's kernels, 1: CLBlast),
+   "nv_regs" (NVIDIA's -cl-nv-maxrregcount; 0: the compiler's choice). */
 typedef struct clkit_config {
     int n;
     struct {
@@ -19,7 +20,7 @@ typedef struct clkit_config {
 
 int clkit_config_get(const clkit_config *c, const char *name, int fallback);
 void clkit_config_set(clkit_config *c, const char *name, int value);
-/* "-D BLOCK_M=128 -D BLOCK_N=64 ..." for every parameter except provider. */
+/* "-D BLOCK_M=128 -D BLOCK_N=64 ..." for the upper-case (kernel) parameters. */
 void clkit_config_options(const clkit_config *c, char *buf, size_t n);
 /* "BLOCK_M=128,BLOCK_N=64" -> config; 0 on success, -1 on a malformed string. */
 int clkit_config_parse(const char *s, clkit_config *out);

@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include "tune.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -45,12 +46,12 @@ void clkit_config_set(clkit_config *c, const char *name, int value)
 }
 
 static void join(const clkit_config *c, char *buf, size_t n, const char *prefix, const char *sep,
-                 int with_provider)
+                 int with_host)
 {
     size_t used = 0;
     buf[0] = 0;
     for (int i = 0; i < c->n && used < n; i++) {
-        if (!with_provider && strcmp(c->p[i].name, "provider") == 0) continue;
+        if (!with_host && islower((unsigned char)c->p[i].name[0])) continue;
         int w = snprintf(buf + used, n - used, "%s%s%s=%d", used ? sep : "", prefix, c->p[i].name,
                          c->p[i].value);
         if (w < 0) break;

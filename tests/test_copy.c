@@ -168,7 +168,7 @@ START_TEST(transpose_2d)
 {
     clkit_context *ctx = tu_ctx();
     static const int64_t sizes[][2] = {{2, 3}, {31, 33}, {32, 32}, {33, 1}, {64, 96}, {100, 7},
-                                       {3, 257}, {257, 129}, {513, 300}};
+                                       {3, 257}, {63, 65}, {257, 129}, {513, 300}};
     static const int cm[2] = {1, 0};
     for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++)
         for (size_t d = 0; d < 6; d++) {

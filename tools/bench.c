@@ -1,4 +1,4 @@
-/* clkit bench: the tutorials' bandwidth tables on the chosen device. */
+/* clkit bench: the tutorials' tables (GB/s, matmul TFLOP/s) on the chosen device. */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -27,34 +27,49 @@ typedef struct bench_opts {
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: clkit bench [--op add|softmax|dropout|copy|grayscale|all] [--dtype f32|f16|bf16]\n"
-            "                   [--quick] [--reps N] [--csv | --json] [--plot FILE.png]\n"
-            "                   [--device D]\n"
-            "\n"
-            "Times each op over the tutorials' sizes: add, dropout and copy n = 2^12 .. 2^27 (copy\n"
-            "also transposes square matrices), softmax 4096 x N for N = 128 i (i = 2 .. 100) and\n"
-            "32768, grayscale 1066 x 1600 and 3840 x 2160 in u8 and f32. Rows give GB/s moved\n"
-            "(inputs read once, output written once) from kernel time, median and 20 %% / 80 %%\n"
-            "quantiles over repeats after a warm-up, each after a cache flush (256 MiB written on a\n"
-            "GPU, twice the last-level cache on a CPU), like triton.testing.do_bench. On the first\n"
-            "size of each op and dtype and on the sizes of TARGETS.md, also the wall time of a\n"
-            "first call in a new context with an empty binary cache (cold: compile) and again with\n"
-            "the cache it filled (warm). Sizes that do not fit the device are skipped with a note\n"
-            "on stderr.\n"
-            "\n"
-            "  --op NAME      one op (default: all)\n"
-            "  --dtype T      float dtype of the ops (default f32); grayscale always runs u8 too\n"
-            "  --quick        a few small sizes: seconds on a CPU\n"
-            "  --reps N       exactly N timed repeats per row\n"
-            "  --csv          CSV: op,dtype,shape,n_bytes,ms_median,ms_p20,ms_p80,gbps_median,\n"
-            "                 gbps_p20,gbps_p80,cold_ms,warm_ms,device (gbps_p20 is the 20 %% quantile\n"
-            "                 of GB/s, from the 80 %% quantile of time)\n"
-            "  --json         one JSON document: device properties and the rows\n"
-            "  --plot FILE    GB/s against size, a panel per op, as PNG through gnuplot\n"
-            "  --device D     an index or a name substring, as $CLKIT_DEVICE\n"
-            "\n"
-            "Exit status: 0 done, 1 an op failed, 2 bad usage, 3 the plot could not be made.\n");
+    fprintf(f, "usage: clkit bench [--op NAME|all] [--dtype f32|f16|bf16] [--quick] [--reps N]\n"
+               "                   [--csv | --json] [--plot FILE.png] [--device D]\n"
+               "\n"
+               "Times each op over the tutorials' sizes: add, dropout and copy n = 2^12 .. 2^27\n"
+               "(copy also transposes square matrices), softmax 4096 x N for N = 128 i\n"
+               "(i = 2 .. 100) and 32768, grayscale 1066 x 1600 and 3840 x 2160 in u8 and f32,\n"
+               "matmul M = N = K = 128 i (i = 2 .. 32) and 8192, M = 1, 8, 16 with\n"
+               "N = K = 4096, and 16 x 512^3 batched (once with B broadcast).\n"
+               "Rows give GB/s moved (inputs read once, output written once), or for matmul\n"
+               "TFLOP/s (2 M N K batch per call), from kernel time: median and 20 %% / 80 %%\n"
+               "quantiles over repeats after a warm-up, each repeat after a cache flush\n"
+               "(256 MiB written on a GPU, twice the last-level cache on a CPU), as\n"
+               "triton.testing.do_bench. matmul has three columns: clkit (the normal call,\n"
+               "which takes a `clkit tune` entry where the cache has one), heuristic (the same\n"
+               "call in a context over an empty cache: the default from device properties)\n"
+               "and clblast (f32 only; timed by wall clock over back-to-back calls, as its\n"
+               "event covers only its last kernel). On the first size of each op and dtype\n"
+               "and on the sizes of TARGETS.md, also the wall time of a first call in a new\n"
+               "context with an empty cache (cold: compile) and again with the cache it\n"
+               "filled (warm). Sizes that do not fit the device are skipped with a note on\n"
+               "stderr.\n"
+               "\n"
+               "  --op NAME    one op (default: all):");
+    for (int i = 0; i < op_count; i++)
+        if (op_table[i].bench_shapes) fprintf(f, " %s", op_table[i].name);
+    fprintf(f, "\n"
+               "  --dtype T    float dtype of the ops' inputs (default f32); grayscale runs\n"
+               "               u8 too; matmul writes f32 whatever its inputs\n"
+               "  --quick      a few small sizes: seconds on a CPU\n"
+               "  --reps N     exactly N timed repeats per row and column\n"
+               "  --csv        CSV: op,dtype,shape,n_bytes,ms_median,ms_p20,ms_p80,gbps_median,\n"
+               "               gbps_p20,gbps_p80,cold_ms,warm_ms,device,provider,n_flops,\n"
+               "               tflops_median,tflops_p20,tflops_p80: a line per row and\n"
+               "               provider (bandwidth ops: provider clkit). gbps_p20 is the\n"
+               "               20 %% quantile of GB/s (from the 80 %% quantile of time); GB/s\n"
+               "               rate the bandwidth ops, TFLOP/s matmul, and the other pair\n"
+               "               is empty, as are fields not measured\n"
+               "  --json       one JSON document: the device's properties and the rows\n"
+               "  --plot FILE  GB/s or TFLOP/s against size, a panel per op, as PNG through\n"
+               "               gnuplot (matmul: the M = N = K rows)\n"
+               "  --device D   an index or a name substring, as $CLKIT_DEVICE\n"
+               "\n"
+               "Exit status: 0 done, 1 an op failed, 2 bad usage, 3 no plot could be made.\n");
 }
 
 static int bad_usage(const char *msg)
@@ -97,59 +112,97 @@ static int parse(int argc, char **argv, bench_opts *o)
         }
     }
     const op_def *op = o->op ? op_find(o->op) : NULL;
-    if (o->op && (!op || !op->bench_shapes))
-        return bad_usage("--op takes add, softmax, dropout, copy, grayscale or all");
+    if (o->op && (!op || !op->bench_shapes)) return bad_usage("no such op to bench");
     if (formats > 1) return bad_usage("--csv and --json exclude each other");
     if (optind < argc) return bad_usage("unexpected arguments");
     return -1;
 }
 
-/* Why a problem cannot run on the device, or NULL: every buffer within max_alloc, all of
-   them and the flush scratch within most of global memory. */
-static const char *too_big(const struct clkit_device_props *dev, const op_problem *p,
-                           uint64_t flush)
-{
-    uint64_t total = flush;
-    for (int k = 0; k <= p->op->nin; k++) {
-        uint64_t bytes = (uint64_t)op_numel(p, k) * clkit_dtype_size(p->dtype);
-        if (bytes > dev->max_alloc) return "a buffer exceeds the device's max_alloc";
-        total += bytes;
-    }
-    return total > dev->global_mem / 10 * 9 ? "the buffers exceed the device's memory" : NULL;
-}
-
-/* One run: the options, the context the repeats run in and its flush scratch, the rows. */
-typedef struct bench_run {
-    const bench_opts *o;
+/* A profiling context the repeats run in, with its flush scratch. */
+typedef struct bench_ctx {
     clkit_context *ctx;
     cl_mem flush;
+    char dir[4096];  /* the empty cache directory it was opened over; "" for the default */
+} bench_ctx;
+
+/* One run: the options, the contexts (the default one, and one over an empty cache opened
+   for the first provider that asks for it), the rows. */
+typedef struct bench_run {
+    const bench_opts *o;
+    bench_ctx main, fresh;
     out_report report;
 } bench_run;
 
-/* Measures one row and adds it; a device out of memory skips the row. */
-static clkit_status bench_row(bench_run *run, op_problem *p, int first_calls)
+static clkit_status bench_ctx_open(const bench_opts *o, bench_ctx *c, int fresh_cache)
+{
+    clkit_status s = fresh_cache ? measure_temp_dir(c->dir, sizeof c->dir) : CLKIT_OK;
+    if (!s) s = tool_open(&c->ctx, o->device, fresh_cache ? c->dir : NULL, 1);
+    if (s) return op_fail(s, "opening a profiling context on the device");
+    return measure_flush_buffer(c->ctx, o->flush, &c->flush);
+}
+
+static void bench_ctx_close(bench_ctx *c)
+{
+    if (c->flush) clReleaseMemObject(c->flush);
+    if (c->ctx) clkit_context_release(c->ctx);
+    if (*c->dir) measure_remove_dir(c->dir);
+    memset(c, 0, sizeof *c);
+}
+
+static void skip_note(const op_problem *p, const char *shape, const char *why)
+{
+    fprintf(stderr, "clkit bench: skipping %s %s %s: %s\n", p->op->name,
+            clkit_dtype_name(p->dtype), shape, why);
+}
+
+/* The column of one provider; a peer that fails leaves its column empty, with a note. */
+static clkit_status bench_provider(bench_run *run, op_problem *p, const op_provider *prov,
+                                   measurement *m)
 {
     const bench_opts *o = run->o;
-    char shape[48];
-    op_shape_text(p, shape, sizeof shape);
-    const char *why = too_big(&run->report.dev, p, o->flush);
-    if (why) {
-        fprintf(stderr, "clkit bench: skipping %s %s %s: %s\n", p->op->name,
-                clkit_dtype_name(p->dtype), shape, why);
-        return CLKIT_OK;
-    }
+    if (prov->dtypes && !(prov->dtypes & OP_DT(p->dtype))) return CLKIT_OK;
+    bench_ctx *c = prov->fresh_cache ? &run->fresh : &run->main;
+    clkit_status s = c->ctx ? CLKIT_OK : bench_ctx_open(o, c, prov->fresh_cache);
     measure_budget b = o->quick ? quick_budget : full_budget;
     b.fixed_reps = o->reps;
-    measurement m = {.cold_ms = NAN, .warm_ms = NAN};
-    clkit_status s = first_calls ? measure_first_calls(o->device, p, &m) : CLKIT_OK;
-    if (!s) s = measure_repeats(run->ctx, p, &b, run->flush, &m);
+    p->provider = prov->api;
+    if (!s)
+        s = measure_repeats(c->ctx, p, &b, prov->wall_clock ? MEASURE_WALL : MEASURE_EVENTS,
+                            c->flush, m);
+    p->provider = CLKIT_PROVIDER_AUTO;
+    if (s && prov->peer && s != CLKIT_ERR_OUT_OF_MEMORY) {
+        char shape[48];
+        op_shape_text(p, shape, sizeof shape);
+        fprintf(stderr, "clkit bench: %s %s %s: %s failed, its column stays empty: %s\n",
+                p->op->name, clkit_dtype_name(p->dtype), shape, prov->name,
+                tool_detail(s, op_error()));
+        m->reps = 0;
+        return CLKIT_OK;
+    }
+    return s;
+}
+
+/* Measures one row, every provider of the op, and adds it; a device out of memory skips
+   the row. */
+static clkit_status bench_row(bench_run *run, op_problem *p, int first_calls)
+{
+    char shape[48];
+    op_shape_text(p, shape, sizeof shape);
+    const char *why = op_too_big(&run->report.dev, p, run->o->flush);
+    if (why) {
+        skip_note(p, shape, why);
+        return CLKIT_OK;
+    }
+    out_row row = out_row_make(p);
+    clkit_status s = first_calls ? measure_first_calls(run->o->device, p, &row.m[0]) : CLKIT_OK;
+    int n;
+    const op_provider *prov = op_providers(p->op, &n);
+    for (int j = 0; j < n && !s; j++) s = bench_provider(run, p, &prov[j], &row.m[j]);
     if (s == CLKIT_ERR_OUT_OF_MEMORY) {
-        fprintf(stderr, "clkit bench: skipping %s %s %s: %s\n", p->op->name,
-                clkit_dtype_name(p->dtype), shape, tool_detail(s, op_error()));
+        skip_note(p, shape, tool_detail(s, op_error()));
         return CLKIT_OK;
     }
     if (s) return s;
-    out_row row = out_row_make(p, &m);
     return out_add(&run->report, &row) ? op_fail(CLKIT_ERR_OUT_OF_MEMORY, "the report's rows")
                                        : CLKIT_OK;
 }
@@ -160,7 +213,8 @@ static int bench_dtype(bench_run *run, const op_def *op, clkit_dtype dtype)
     op_shape shapes[OP_MAX_SHAPES];
     int n = op->bench_shapes(run->o->quick, shapes);
     if (run->report.format != OUT_TABLE)
-        fprintf(stderr, "clkit bench: %s %s, %d shapes\n", op->name, clkit_dtype_name(dtype), n);
+        fprintf(stderr, "clkit bench: %s %s, %d shape%s\n", op->name, clkit_dtype_name(dtype), n,
+                n == 1 ? "" : "s");
     for (int i = 0; i < n; i++) {
         op_problem p = op_problem_make(op, dtype, shapes[i]);
         /* New contexts cost 1.5 s each on NVIDIA's OpenCL: first calls, which need two,
@@ -218,9 +272,8 @@ static uint64_t flush_bytes(clkit_context *ctx, const struct clkit_device_props 
     cl_ulong cache = 0;
     uint64_t bytes = FLUSH_BYTES;
     clkit_context_cl(ctx, NULL, NULL, &d);
-    if (dev->is_cpu &&
-        clGetDeviceInfo(d, CL_DEVICE_GLOBAL_MEM_CACHE_SIZE, sizeof cache, &cache, NULL) == CL_SUCCESS &&
-        cache && 2 * cache < bytes)
+    if (dev->is_cpu && clGetDeviceInfo(d, CL_DEVICE_GLOBAL_MEM_CACHE_SIZE, sizeof cache, &cache,
+                                       NULL) == CL_SUCCESS && cache && 2 * cache < bytes)
         bytes = 2 * cache > MIN_FLUSH_BYTES ? 2 * cache : MIN_FLUSH_BYTES;
     return bytes < dev->max_alloc ? bytes : dev->max_alloc;
 }
@@ -233,16 +286,19 @@ int cmd_bench(int argc, char **argv)
     /* Driver caches of compiled kernels would turn a cold first call into a cache hit. */
     setenv("CUDA_CACHE_DISABLE", "1", 1);
     setenv("POCL_KERNEL_CACHE", "0", 1);
+    /* The bench times what the cache holds: autotuning on a miss would tune the heuristic
+       column too, inside its untimed first call. */
+    unsetenv("CLKIT_AUTOTUNE");
     bench_run run = {.o = &o};
-    clkit_status s = tool_open(&run.ctx, o.device, NULL, 1);
+    clkit_status s = tool_open(&run.main.ctx, o.device, NULL, 1);
     if (s) {
         tool_error("cannot open the device", s, "`clkit info` diagnoses");
         return TOOL_EXIT_FAIL;
     }
     struct clkit_device_props dev;
-    clkit_device_props(run.ctx, &dev);
-    o.flush = flush_bytes(run.ctx, &dev);
-    s = measure_flush_buffer(run.ctx, o.flush, &run.flush);
+    clkit_device_props(run.main.ctx, &dev);
+    o.flush = flush_bytes(run.main.ctx, &dev);
+    s = measure_flush_buffer(run.main.ctx, o.flush, &run.main.flush);
     if (s) {
         tool_error("cache flush scratch", s, op_error());
         rc = TOOL_EXIT_FAIL;
@@ -250,8 +306,8 @@ int cmd_bench(int argc, char **argv)
         out_begin(&run.report, o.format, &dev);
         rc = bench_ops(&run);
         out_free(&run.report);
-        clReleaseMemObject(run.flush);
     }
-    clkit_context_release(run.ctx);
+    bench_ctx_close(&run.fresh);
+    bench_ctx_close(&run.main);
     return rc;
 }

@@ -25,7 +25,7 @@ void tool_error(const char *what, clkit_status s, const char *detail)
 clkit_status tool_open(clkit_context **ctx, const char *device, const char *cache_dir,
                        int profiling)
 {
-    clkit_options opt = {device, cache_dir, profiling};
+    clkit_options opt = {.device = device, .cache_dir = cache_dir, .profiling = profiling};
     return clkit_context_create(ctx, &opt);
 }
 

@@ -1,5 +1,6 @@
 /* clkit info: the devices the ICD loader offers, the chosen one's properties and the launch
    heuristics derived from them, the binary cache, and why a device may be missing. */
+#include <ctype.h>
 #include <dirent.h>
 #include <dlfcn.h>
 #include <getopt.h>
@@ -7,11 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "heuristics.h"
 #include "tool.h"
 
 #define NVIDIA_LIB "libnvidia-opencl.so.1"
+#define TUNED_FILE "tuned.json"
 
 /* What the platform listing saw, for the diagnosis. */
 typedef struct platform_scan {
@@ -22,10 +25,11 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: clkit info [--device D]\n"
                "\n"
-               "Lists every OpenCL platform and device (the index --device takes), then for the\n"
-               "chosen device (* in the list): its properties, the launch heuristics derived from\n"
-               "them, the binary cache directory, and a diagnosis of the OpenCL set-up (an installed\n"
-               "driver the ICD loader does not know of, no platform at all).\n"
+               "Lists every OpenCL platform and device (the index --device takes), then for\n"
+               "the chosen device (* in the list): its properties, the launch heuristics\n"
+               "derived from them, the binary cache directory, the tuned-config file and its\n"
+               "entries for this device, and a diagnosis of the OpenCL set-up (an installed\n"
+               "driver the ICD loader does not know of, no platform).\n"
                "\n"
                "  --device D   an index or a name substring, as $CLKIT_DEVICE\n"
                "\n"
@@ -98,7 +102,8 @@ static platform_scan list_devices(cl_device_id chosen)
         pname[sizeof pname - 1] = 0;
         scan.nvidia |= strstr(pname, "NVIDIA") != NULL;
         if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, 16, devs, &nd) != CL_SUCCESS) continue;
-        for (cl_uint d = 0; d < nd && d < 16; d++) print_device(scan.devices++, devs[d], pname, chosen);
+        for (cl_uint d = 0; d < nd && d < 16; d++)
+            print_device(scan.devices++, devs[d], pname, chosen);
     }
     return scan;
 }
@@ -127,13 +132,13 @@ static void print_softmax_plan(const struct clkit_device_props *dev, int64_t m, 
 {
     clkit_softmax_plan plan = clkit_softmax_heuristic(dev, n, 4, 0);
     size_t wg = (size_t)plan.team * plan.rows;
-    /* Before a kernel is built its local memory is unknown: the occupancy shown is the bound
-       from work-items and the plan's register estimate. */
-    unsigned occ = clkit_occupancy(dev, wg, 0, plan.regs);
+    /* Before a kernel is built its local memory and registers are unknown: the occupancy
+       shown is the bound from work-items. */
+    unsigned occ = clkit_occupancy(dev, wg, 0, 0);
     uint64_t tasks = (uint64_t)(m + plan.rows - 1) / plan.rows;
-    printf("  %8lld %6u %6u %6u %4u %5u  %-8s %10zu %10u %8zu\n", (long long)n, plan.team,
-           plan.rows, plan.items, plan.vec, plan.regs, plan.online ? "online" : "on chip", wg,
-           occ, clkit_persistent_groups(dev, occ, tasks));
+    printf("  %8lld %6u %6u %6u %4u  %-8s %10zu %10u %8zu\n", (long long)n, plan.team,
+           plan.rows, plan.items, plan.vec, plan.online ? "online" : "on chip", wg, occ,
+           clkit_persistent_groups(dev, occ, tasks));
 }
 
 static void print_heuristics(const struct clkit_device_props *dev)
@@ -149,36 +154,18 @@ static void print_heuristics(const struct clkit_device_props *dev)
            "n = 2^26\n",
            wg, clkit_occupancy(dev, wg, 0, 0), clkit_stream_groups(dev, stream_items, wg));
     printf("  softmax f32 over %lld rows (persistent grid):\n", (long long)softmax_m);
-    printf("  %8s %6s %6s %6s %4s %5s  %-8s %10s %10s %8s\n", "N", "team", "rows", "items", "vec",
-           "regs", "path", "work-group", "occupancy", "groups");
+    printf("  %8s %6s %6s %6s %4s  %-8s %10s %10s %8s\n", "N", "team", "rows", "items", "vec",
+           "path", "work-group", "occupancy", "groups");
     for (size_t i = 0; i < sizeof softmax_n / sizeof *softmax_n; i++)
         print_softmax_plan(dev, softmax_m, softmax_n[i]);
 }
 
 /* ---- binary cache ---- */
 
-/* The directory the library uses by default (clkit.h: clkit_options.cache_dir); 0 when off. */
-static int cache_dir(char *path, size_t n)
+/* Entries and bytes of the binary cache in `path` ("": the cache is off). */
+static void print_cache(const char *path)
 {
-    const char *env = getenv("CLKIT_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"),
-               *home = getenv("HOME");
-    if (env && *env)
-        snprintf(path, n, "%s", env);
-    else if (env)
-        return 0;
-    else if (xdg && *xdg)
-        snprintf(path, n, "%s/clkit", xdg);
-    else if (home && *home)
-        snprintf(path, n, "%s/.cache/clkit", home);
-    else
-        return 0;
-    return 1;
-}
-
-static void print_cache(void)
-{
-    char path[4096];
-    if (!cache_dir(path, sizeof path)) {
+    if (!*path) {
         printf("\nbinary cache: off (CLKIT_CACHE_DIR is empty, or no HOME)\n");
         return;
     }
@@ -193,13 +180,65 @@ static void print_cache(void)
         char file[4400];
         struct stat st;
         snprintf(file, sizeof file, "%s/%s", path, e->d_name);
-        if (stat(file, &st) == 0 && S_ISREG(st.st_mode)) entries++, bytes += (uint64_t)st.st_size;
+        /* The tuned configs share the directory; print_tuned shows them. */
+        if (strncmp(e->d_name, TUNED_FILE, strlen(TUNED_FILE)) == 0) continue;
+        if (stat(file, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+        entries++;
+        bytes += (uint64_t)st.st_size;
     }
     closedir(d);
     char text[32];
     tool_bytes_text(bytes, text, sizeof text);
     printf("\nbinary cache: %s, %d entries, %llu bytes (%s)\n", path, entries,
            (unsigned long long)bytes, text);
+}
+
+/* ---- tuned configurations ---- */
+
+/* "[ 64, 64, 64, 1 ]", the key's shape as the cache stores it, as "64x64x64x1". */
+static void shape_dims(const char *json, char *buf, size_t n)
+{
+    size_t used = 0;
+    for (const char *p = json; *p && used + 1 < n; p++) {
+        if (isdigit((unsigned char)*p))
+            buf[used++] = *p;
+        else if (*p == ',')
+            buf[used++] = 'x';
+    }
+    buf[used] = 0;
+}
+
+static void print_tuned_entry(void *user, const char *op, const char *dtype, const char *layout,
+                              const char *shape, const char *config, double ms)
+{
+    int *count = user;
+    char dims[64];
+    if ((*count)++ == 0)
+        printf("  %-8s %-14s %-12s %-22s %10s  %s\n", "op", "dtypes", "layout", "shape", "ms",
+               "config");
+    shape_dims(shape, dims, sizeof dims);
+    printf("  %-8s %-14s %-12s %-22s %10.4f  %s\n", op, dtype, layout, dims, ms, config);
+}
+
+/* The tuned-config file and its entries for this device (exact shapes; calls on other
+   shapes take the nearest entry of the same op, dtypes and layout). */
+static void print_tuned(clkit_context *ctx)
+{
+    const char *dir = clkit_cache_dir(ctx);
+    if (!*dir) {
+        printf("\ntuned configurations: off, as the cache is\n");
+        return;
+    }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, TUNED_FILE);
+    int missing = access(path, F_OK) != 0, count = 0;
+    printf("\ntuned configurations: %s%s\n", path,
+           missing ? " (not created yet: `clkit tune` fills it)" : "");
+    clkit_status s = clkit_tuned_list(ctx, print_tuned_entry, &count);
+    if (s)
+        tool_error("listing the tuned configurations", s, clkit_last_error(ctx));
+    else if (!missing)
+        printf("  %d entr%s for this device\n", count, count == 1 ? "y" : "ies");
 }
 
 /* ---- diagnosis ---- */
@@ -239,8 +278,9 @@ static int scan_icd_files(const char *dir)
 static int nvidia_driver_present(void)
 {
     void *h = dlopen(NVIDIA_LIB, RTLD_LAZY | RTLD_LOCAL);
+    int found = h != NULL;
     if (h) dlclose(h);
-    return h != NULL;
+    return found;
 }
 
 static void diagnose(const platform_scan *scan)
@@ -249,8 +289,9 @@ static void diagnose(const platform_scan *scan)
     printf("\nOpenCL set-up:\n");
     int registered = scan_icd_files(dir) || (files && strstr(files, "libnvidia-opencl"));
     int driver = nvidia_driver_present();
-    printf("  NVIDIA OpenCL driver (%s): %s\n", NVIDIA_LIB,
-           !driver ? "not installed" : registered ? "installed, registered" : "installed, not registered");
+    const char *state = !driver ? "not installed" : registered ? "installed, registered"
+                                                               : "installed, not registered";
+    printf("  NVIDIA OpenCL driver (%s): %s\n", NVIDIA_LIB, state);
     if (driver && !registered && !scan->nvidia)
         fprintf(stderr, "clkit info: the NVIDIA OpenCL driver is installed but the ICD loader does "
                         "not know of it. Register it (as root):\n"
@@ -258,7 +299,8 @@ static void diagnose(const platform_scan *scan)
                 dir, NVIDIA_LIB, dir);
     else if (driver && registered && !scan->nvidia)
         fprintf(stderr, "clkit info: %s is registered but no NVIDIA platform loads: check that "
-                        "the driver works (nvidia-smi) and that the library matches the kernel module\n",
+                        "the driver works (nvidia-smi) and that the library matches the kernel "
+                        "module\n",
                 NVIDIA_LIB);
     if (scan->platforms == 0)
         fprintf(stderr, "clkit info: no OpenCL platform. The ICD loader reads %s; for a CPU device "
@@ -283,9 +325,10 @@ int cmd_info(int argc, char **argv)
         clkit_device_props(ctx, &dev);
         print_props(&dev);
         print_heuristics(&dev);
+        print_cache(clkit_cache_dir(ctx));
+        print_tuned(ctx);
         clkit_context_release(ctx);
     }
-    print_cache();
     diagnose(&scan);
     if (s) tool_error("cannot open the device", s, "see the diagnosis above");
     return s ? TOOL_EXIT_FAIL : TOOL_EXIT_OK;

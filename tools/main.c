@@ -11,7 +11,8 @@ static const struct command {
 } commands[] = {
     {"info", cmd_info, "devices, properties, launch heuristics, binary cache, set-up diagnosis"},
     {"check", cmd_check, "every op against the CPU reference on the device; pass/fail table"},
-    {"bench", cmd_bench, "GB/s tables over the tutorials' sizes; CSV, JSON, gnuplot plot"},
+    {"bench", cmd_bench, "GB/s and TFLOP/s tables over the tutorials' sizes; CSV, JSON, plot"},
+    {"tune", cmd_tune, "fill the tuned-config cache for a set of shapes; export, import it"},
 };
 
 static void usage(FILE *f)
@@ -22,7 +23,8 @@ static void usage(FILE *f)
     fprintf(f, "\nThe device is the first GPU, else the first device; --device or $CLKIT_DEVICE\n"
                "picks another by index or name substring (nvidia, amd, pocl, cpu). Results go to\n"
                "stdout, diagnostics to stderr. CLKIT_LOG=error|warn|info|debug sets the library's\n"
-               "logging; CLKIT_CACHE_DIR its binary cache directory (empty: none).\n");
+               "logging; CLKIT_CACHE_DIR its cache directory of binaries and tuned configs\n"
+               "(empty: none).\n");
 }
 
 int main(int argc, char **argv)

@@ -8,9 +8,9 @@
 
 #include "tool.h"
 
-/* ---- the temporary cache directory of one row ---- */
+/* ---- a temporary binary cache directory ---- */
 
-static clkit_status make_cache_dir(char *dir, size_t n)
+clkit_status measure_temp_dir(char *dir, size_t n)
 {
     const char *tmp = getenv("TMPDIR");
     snprintf(dir, n, "%s/clkit-bench-XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -18,8 +18,8 @@ static clkit_status make_cache_dir(char *dir, size_t n)
                         : op_fail(CLKIT_ERR_IO, "cannot make a temporary cache directory");
 }
 
-/* The binary cache writes plain files and no subdirectories. */
-static void remove_cache_dir(const char *dir)
+/* The caches write plain files and no subdirectories. */
+void measure_remove_dir(const char *dir)
 {
     DIR *d = opendir(dir);
     if (!d) return;
@@ -56,11 +56,11 @@ static clkit_status first_call(const char *device, const char *cache_dir, op_pro
 clkit_status measure_first_calls(const char *device, op_problem *p, measurement *m)
 {
     char dir[4096];
-    clkit_status s = make_cache_dir(dir, sizeof dir);
+    clkit_status s = measure_temp_dir(dir, sizeof dir);
     if (s) return s;
     s = first_call(device, dir, p, &m->cold_ms);
     if (!s) s = first_call(device, dir, p, &m->warm_ms);
-    remove_cache_dir(dir);
+    measure_remove_dir(dir);
     return s;
 }
 
@@ -115,27 +115,64 @@ static int clamp_reps(double want, int lo, int hi)
     return want < lo ? lo : want > hi ? hi : (int)want;
 }
 
-/* do_bench: estimate one call from a few, warm up for warmup_ms, then time rep_ms worth of
-   calls, each after a cache flush. */
-static clkit_status time_repeats(clkit_context *ctx, const op_problem *p,
-                                 const measure_budget *b, cl_mem flush, measurement *m)
+/* Wall-clock time per call of `batch` calls enqueued back to back and waited for once. */
+static clkit_status wall_batch(clkit_context *ctx, const op_problem *p, int batch, double *ms)
+{
+    double t0 = tool_now_ms();
+    clkit_status s = CLKIT_OK;
+    for (int i = 0; i < batch && !s; i++) s = op_call(ctx, p);
+    if (!s) s = op_status(ctx, clkit_finish(ctx));
+    *ms = (tool_now_ms() - t0) / batch;
+    return s;
+}
+
+/* The counts of one measurement. */
+typedef struct plan {
+    int warm, reps;
+    int batch;  /* calls per repeat by wall clock; 0: one call per repeat, timed by events */
+} plan;
+
+static clkit_status time_one(clkit_context *ctx, const op_problem *p, const plan *pl,
+                             cl_mem flush, double *ms)
+{
+    return pl->batch ? wall_batch(ctx, p, pl->batch, ms) : timed_call(ctx, p, flush, ms);
+}
+
+/* do_bench's plan: the warm-up and repeat counts that fill the budget, from the median of a
+   few timed calls. By wall clock a repeat is a batch long enough for min_reps of them to fill
+   the budget, so that launch latency overlaps as in a real workload. */
+static clkit_status plan_repeats(clkit_context *ctx, const op_problem *p, const measure_budget *b,
+                                 measure_method how, cl_mem flush, plan *pl)
 {
     double est[3];
     clkit_status s = CLKIT_OK;
-    for (int i = 0; i < 3 && !s; i++) s = timed_call(ctx, p, flush, &est[i]);
+    pl->batch = how == MEASURE_WALL;
+    for (int i = 0; i < 3 && !s; i++) s = time_one(ctx, p, pl, flush, &est[i]);
     if (s) return s;
     qsort(est, 3, sizeof *est, cmp_double);
     double per = est[1] > 1e-4 ? est[1] : 1e-4;
-    int warm = clamp_reps(b->warmup_ms / per, 1, b->max_reps);
-    int reps = b->fixed_reps ? b->fixed_reps
-                             : clamp_reps(b->rep_ms / per, b->min_reps, b->max_reps);
-    for (int i = 0; i < warm && !s; i++) s = op_call(ctx, p);
-    if (!s) s = op_status(ctx, clkit_finish(ctx));
-    double *ms = malloc((size_t)reps * sizeof *ms);
-    if (!ms && !s) s = op_fail(CLKIT_ERR_OUT_OF_MEMORY, "repeat times");
+    if (pl->batch) pl->batch = clamp_reps(b->rep_ms / b->min_reps / per, 1, 1000);
+    double per_rep = per * (pl->batch ? pl->batch : 1);
+    pl->warm = clamp_reps(b->warmup_ms / per, 1, b->max_reps);
+    pl->reps = b->fixed_reps ? b->fixed_reps
+                             : clamp_reps(b->rep_ms / per_rep, b->min_reps, b->max_reps);
+    return CLKIT_OK;
+}
+
+/* do_bench: warm up, then time each repeat; median and quantiles. */
+static clkit_status time_repeats(clkit_context *ctx, const op_problem *p,
+                                 const measure_budget *b, measure_method how, cl_mem flush,
+                                 measurement *m)
+{
+    plan pl;
     int n = 0;
-    for (double start = tool_now_ms(); !s && n < reps;) {
-        s = timed_call(ctx, p, flush, &ms[n++]);
+    clkit_status s = plan_repeats(ctx, p, b, how, flush, &pl);
+    for (int i = 0; !s && i < pl.warm; i++) s = op_call(ctx, p);
+    if (!s) s = op_status(ctx, clkit_finish(ctx));
+    double *ms = s ? NULL : malloc((size_t)pl.reps * sizeof *ms);
+    if (!ms && !s) s = op_fail(CLKIT_ERR_OUT_OF_MEMORY, "repeat times");
+    for (double start = tool_now_ms(); !s && n < pl.reps;) {
+        s = time_one(ctx, p, &pl, flush, &ms[n++]);
         if (!b->fixed_reps && n >= b->min_reps && tool_now_ms() - start > b->wall_ms) break;
     }
     if (!s) {
@@ -150,12 +187,12 @@ static clkit_status time_repeats(clkit_context *ctx, const op_problem *p,
 }
 
 clkit_status measure_repeats(clkit_context *ctx, op_problem *p, const measure_budget *b,
-                             cl_mem flush, measurement *m)
+                             measure_method how, cl_mem flush, measurement *m)
 {
     /* The first call builds the programs, or loads them from the cache, untimed. */
     clkit_status s = op_alloc(ctx, p);
     if (!s) s = op_call(ctx, p);
-    if (!s) s = time_repeats(ctx, p, b, flush, m);
+    if (!s) s = time_repeats(ctx, p, b, how, flush, m);
     op_free(p);
     return s;
 }

@@ -18,8 +18,20 @@ typedef struct measurement {
     double cold_ms;   /* wall time of the first call in a new context, empty cache: compile */
     double warm_ms;   /* the same in a second new context on the filled cache: binary hit;
                          both NaN when not measured */
-    int reps;
+    int reps;         /* timed repeats; 0: not measured */
 } measurement;
+
+/* How the repeats of a row are timed. */
+typedef enum measure_method {
+    MEASURE_EVENTS,  /* one call per repeat, its kernels' profiling events, after a flush */
+    MEASURE_WALL,    /* batches of back-to-back calls by wall clock, no flush: for calls whose
+                        events do not cover all their work (CLBlast returns its last one) */
+} measure_method;
+
+/* A new empty directory under $TMPDIR (else /tmp) into dir, for a cache of its own. */
+clkit_status measure_temp_dir(char *dir, size_t n);
+/* Removes a directory measure_temp_dir made, with the cache files in it. */
+void measure_remove_dir(const char *dir);
 
 /* Wall times of p's first call in a new context on `device` over a new empty temporary
    cache directory (cold: builds), then in another over the directory it filled (warm). */
@@ -29,9 +41,9 @@ clkit_status measure_first_calls(const char *device, op_problem *p, measurement 
 clkit_status measure_flush_buffer(clkit_context *ctx, uint64_t bytes, cl_mem *out);
 
 /* Times p in ctx (a profiling context) as do_bench: a first call, untimed, builds or loads
-   its programs; then warm-up and repeats, each repeat after a write of `flush` (NULL: none)
-   outside the timed span. */
+   its programs; then warm-up and repeats, by events each after a write of `flush` (NULL:
+   none) outside the timed span, or by wall clock. */
 clkit_status measure_repeats(clkit_context *ctx, op_problem *p, const measure_budget *b,
-                             cl_mem flush, measurement *m);
+                             measure_method how, cl_mem flush, measurement *m);
 
 #endif

@@ -8,11 +8,25 @@
 
 #define OP_DT(t) (1u << (t))
 #define OP_MAX_SHAPES 128
+#define OP_MAX_PROVIDERS 4
+
+/* op_shape.flags */
+enum {
+    OP_ACCUMULATE = 1,  /* out = act(alpha op + beta out): the output's old values are read
+                           (matmul: alpha 1.5, beta -0.5, relu) */
+    OP_OUT_IN = 2,      /* the output in the inputs' dtype, not the op's f32 (matmul) */
+};
 
 typedef struct op_shape {
     int64_t rows, cols;  /* 1-D ops: rows = 1, cols = n; else (M, N), (H, W), ... */
-    int transposed;      /* copy: the source is a transposed view of a (cols, rows) matrix */
+    int transposed;      /* bit k: input k is stored transposed (copy: its source; matmul:
+                            A as (K, M), B as (N, K)) */
     int target;          /* a shape of TARGETS.md: bench measures its first calls too */
+    int64_t depth;       /* matmul: K */
+    int64_t batch;       /* matmul: the batch count; 0 or 1: no batch dimension */
+    int shared;          /* bit k: input k has no batch dimension, broadcast over the batch */
+    int flags;           /* OP_ACCUMULATE, OP_OUT_IN */
+    unsigned dtypes;     /* check: the op's dtypes this shape runs in (OP_DT bits); 0: all */
 } op_shape;
 
 typedef struct op_def op_def;
@@ -20,18 +34,35 @@ typedef struct op_def op_def;
 /* One problem and its buffers: inputs first, then the output (t[op->nin]). */
 typedef struct op_problem {
     const op_def *op;
-    clkit_dtype dtype;
+    clkit_dtype dtype;      /* of the inputs */
+    clkit_dtype out_dtype;  /* of the output */
+    clkit_provider provider;  /* whose kernels the call asks for (matmul) */
     op_shape shape;
     cl_mem buf[3];
     clkit_tensor t[3];
 } op_problem;
 
+/* One column of `clkit bench`: a way to run the op. */
+typedef struct op_provider {
+    const char *name;      /* "clkit", "heuristic", "clblast" */
+    clkit_provider api;    /* what the call asks the library for */
+    int fresh_cache;       /* runs in a context over an empty cache directory: no tuned entry
+                              is found, so the call takes the heuristic default */
+    int wall_clock;        /* timed by wall clock over back-to-back calls: its profiling
+                              events cover only part of the work (CLBlast's cover its last
+                              kernel) */
+    int peer;              /* a failure leaves the column empty instead of failing the row */
+    unsigned dtypes;       /* input dtypes it runs (OP_DT bits); 0: all */
+} op_provider;
+
 struct op_def {
     const char *name;       /* as --op spells it */
     int nin;                /* inputs */
     int planes;             /* each input holds planes x rows x cols elements (rgb: 3) */
-    int ndim;               /* 1: the tensors are (cols) unless transposed; 2: (rows, cols) */
+    int ndim;               /* 1: the tensors are (cols) unless transposed; 2: (rows, cols);
+                               3: rows x cols x depth [x batch], the dims of a matmul */
     unsigned dtypes;        /* OP_DT bits: the dtypes checked and, when asked for, benched */
+    int out_f32;            /* the output is f32 whatever the inputs (unless OP_OUT_IN) */
     double lo, hi;          /* input values of float dtypes (u8: all of 0..255) */
     double atol;            /* absolute tolerance besides ref_rtol(dtype) */
     const char *x_label;    /* what a plot's x axis counts */
@@ -39,23 +70,54 @@ struct op_def {
     const op_shape *checks; /* shapes `clkit check` runs; ends with a zero shape */
     /* Shapes `clkit bench` runs (quick: a few small ones) into out; NULL: not benched. */
     int (*bench_shapes)(int quick, op_shape *out);
+    /* The columns of `clkit bench`, the first one clkit's normal call; NULL: that one alone. */
+    const op_provider *providers;
+    int nproviders;
     clkit_status (*call)(clkit_context *ctx, const op_problem *p);
-    /* The output in double from the inputs, before rounding to the dtype. */
-    void (*reference)(const op_problem *p, const double *const *in, double *want);
+    /* The output in double from the inputs, before rounding to the dtype. want holds the
+       output's old values when the op reads them (OP_ACCUMULATE). tol holds op->atol per
+       element; an op with an error model of its own (matmul) adds to it. */
+    void (*reference)(const op_problem *p, const double *const *in, double *want, double *tol);
+    /* Dims of slot k: a leading count (planes, batch; 0: none), rows (0: a 1-D tensor) and
+       cols. NULL: the elementwise ops' rule from planes, ndim and transposed. */
+    void (*dims)(const op_problem *p, int slot, int64_t d[3]);
+    /* Floating-point operations of one call; NULL: a bandwidth op, rated in GB/s. */
+    double (*flops)(const op_problem *p);
+    /* The plot's x value; NaN keeps the row off the plot. NULL: from x_is_cols. */
+    double (*plot_x)(const op_problem *p);
+    /* `clkit tune`: tunes the problem's shape and stores the winner; NULL: not tunable. */
+    clkit_status (*tune)(clkit_context *ctx, const op_problem *p, const clkit_tune_options *t);
+    /* The shapes of `clkit tune --standard`. */
+    int (*tune_shapes)(op_shape *out);
 };
 
 extern const op_def op_table[];
 extern const int op_count;
 
 const op_def *op_find(const char *name);
+/* The problem of op on shape with inputs of dtype; the output dtype follows op->out_f32
+   and OP_OUT_IN, the provider is AUTO. */
 op_problem op_problem_make(const op_def *op, clkit_dtype dtype, op_shape shape);
 int64_t op_numel(const op_problem *p, int slot);
+clkit_dtype op_slot_dtype(const op_problem *p, int slot);
+uint64_t op_slot_bytes(const op_problem *p, int slot);
 /* Bytes one call moves: every input read once and the output written once. */
 uint64_t op_bytes(const op_problem *p);
-/* "4096", "4096x1024", "1024x1024.T" (a transposed source): the key CSV files join on. */
+/* The op's bench columns (at least one) into *n. */
+const op_provider *op_providers(const op_def *op, int *n);
+/* "4096", "4096x1024", "1024x1024.T" (a transposed source), "512x512x512x16.nt.bshared"
+   (matmul M x N x K x batch, layout, B broadcast): the key CSV files join on. */
 void op_shape_text(const op_problem *p, char *buf, size_t n);
-/* The plot's x value of the problem. */
+/* "f32", or "f16>f32" when the output's dtype differs from the inputs'. */
+void op_dtype_text(const op_problem *p, char *buf, size_t n);
+/* Reads the dims of op_shape_text ("4096", "64x32", "MxNxK[xBATCH]"); 0 on success. */
+int op_shape_parse(const op_def *op, const char *text, op_shape *out);
+/* The plot's x value of the problem; NaN: not plotted. */
 double op_plot_x(const op_problem *p);
+/* Why the problem cannot run on dev, or NULL: every buffer within max_alloc, all of them
+   and `scratch` bytes more within most of global memory. */
+const char *op_too_big(const struct clkit_device_props *dev, const op_problem *p,
+                       uint64_t scratch);
 
 /* Device buffers filled on the device with a fixed pattern: for timing, where values
    do not matter and uploads of gigabytes would. */

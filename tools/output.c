@@ -11,74 +11,130 @@
 
 #include "tool.h"
 
-/* The measured values of a row, in CSV column order. Throughput quantiles are named for
-   throughput: gbps_p20 is the 20 % quantile of GB/s, so it comes from the 80 % one of time. */
-enum { V_MS, V_MS_P20, V_MS_P80, V_GBPS, V_GBPS_P20, V_GBPS_P80, V_COLD, V_WARM, V_COUNT };
+/* The measured values of one provider of a row, in CSV column order. Throughput quantiles
+   are named for throughput: gbps_p20 is the 20 % quantile of GB/s, so it comes from the 80 %
+   one of time. GB/s rate the bandwidth ops, TFLOP/s the ops that count flops (matmul); the
+   other of the two stays empty. The TFLOP/s columns come after the older ones, so that CSV
+   readers by position keep working. */
+enum {
+    V_MS, V_MS_P20, V_MS_P80, V_GBPS, V_GBPS_P20, V_GBPS_P80, V_COLD, V_WARM,
+    V_TFLOPS, V_TFLOPS_P20, V_TFLOPS_P80, V_COUNT,
+    V_FIRST_NEW = V_TFLOPS
+};
 static const char *const value_names[V_COUNT] = {
     "ms_median", "ms_p20", "ms_p80", "gbps_median", "gbps_p20", "gbps_p80", "cold_ms", "warm_ms",
+    "tflops_median", "tflops_p20", "tflops_p80",
 };
 
-static double gbps(uint64_t bytes, double ms)
+/* Work per millisecond: bytes as GB/s, flops as TFLOP/s. */
+static double rate(double work, double ms, double scale)
 {
-    return ms > 0 ? (double)bytes / ms * 1e-6 : 0;
+    return ms > 0 && work > 0 ? work / ms * scale : NAN;
 }
 
-static void row_values(const out_row *row, double v[V_COUNT])
+static void row_values(const out_row *row, int j, double v[V_COUNT])
 {
-    const measurement *m = &row->m;
+    const measurement *m = &row->m[j];
+    double bytes = row->flops > 0 ? 0 : (double)row->bytes;
     v[V_MS] = m->ms_median;
     v[V_MS_P20] = m->ms_p20;
     v[V_MS_P80] = m->ms_p80;
-    v[V_GBPS] = gbps(row->bytes, m->ms_median);
-    v[V_GBPS_P20] = gbps(row->bytes, m->ms_p80);
-    v[V_GBPS_P80] = gbps(row->bytes, m->ms_p20);
+    v[V_GBPS] = rate(bytes, m->ms_median, 1e-6);
+    v[V_GBPS_P20] = rate(bytes, m->ms_p80, 1e-6);
+    v[V_GBPS_P80] = rate(bytes, m->ms_p20, 1e-6);
     v[V_COLD] = m->cold_ms;
     v[V_WARM] = m->warm_ms;
+    v[V_TFLOPS] = rate(row->flops, m->ms_median, 1e-9);
+    v[V_TFLOPS_P20] = rate(row->flops, m->ms_p80, 1e-9);
+    v[V_TFLOPS_P80] = rate(row->flops, m->ms_p20, 1e-9);
 }
 
-out_row out_row_make(const op_problem *p, const measurement *m)
+/* The rate the row is judged by: median, p20 and p80 of GB/s or TFLOP/s. */
+static void row_rate(const out_row *row, int j, double r[3])
+{
+    double v[V_COUNT];
+    row_values(row, j, v);
+    int at = row->flops > 0 ? V_TFLOPS : V_GBPS;
+    for (int i = 0; i < 3; i++) r[i] = v[at + i];
+}
+
+static const char *rate_unit(const out_row *row)
+{
+    return row->flops > 0 ? "TFLOP/s" : "GB/s";
+}
+
+static int providers_of(const out_row *row)
+{
+    int n;
+    op_providers(row->op, &n);
+    return n;
+}
+
+out_row out_row_make(const op_problem *p)
 {
     out_row row;
     memset(&row, 0, sizeof row);
     row.op = p->op;
     row.dtype = p->dtype;
+    row.out_dtype = p->out_dtype;
     row.transposed = p->shape.transposed;
     op_shape_text(p, row.shape, sizeof row.shape);
     row.bytes = op_bytes(p);
+    row.flops = p->op->flops ? p->op->flops(p) : 0;
     row.x = op_plot_x(p);
-    row.m = *m;
+    for (int j = 0; j < OP_MAX_PROVIDERS; j++) row.m[j].cold_ms = row.m[j].warm_ms = NAN;
     return row;
 }
 
 /* ---- table ---- */
 
-static void table_header(const out_row *row, const struct clkit_device_props *dev)
+/* Wide enough for "512x512x512x16.bshared". */
+static int shape_width(const out_row *row)
 {
-    printf("\n%s %s on %s: GB/s median, 20 %% and 80 %% quantiles; first call (ms): "
-           "cold = compile, warm = binary cache hit\n",
-           row->op->name, clkit_dtype_name(row->dtype), dev->name);
-    printf("%14s %10s %10s %10s %11s %10s %10s %5s\n", "shape", "GB/s", "p20", "p80",
-           "median ms", "cold ms", "warm ms", "reps");
+    return row->op->ndim == 3 ? 24 : 14;
 }
 
-/* A first-call time, or "-" where it was not measured. */
-static void table_ms(double ms)
+static void table_header(const out_row *row, const struct clkit_device_props *dev)
 {
-    if (isnan(ms))
-        printf(" %10s", "-");
+    int n;
+    const op_provider *prov = op_providers(row->op, &n);
+    printf("\n%s %s", row->op->name, clkit_dtype_name(row->dtype));
+    if (row->out_dtype != row->dtype) printf(" (output %s)", clkit_dtype_name(row->out_dtype));
+    printf(" on %s: %s median, 20 %% and 80 %% quantiles", dev->name, rate_unit(row));
+    if (n > 1) printf(" per provider; median ms and reps of %s", prov[0].name);
+    printf("; first call (ms): cold = compile, warm = binary cache hit\n");
+    printf("%*s", shape_width(row), "shape");
+    for (int j = 0; j < n; j++)
+        printf(" %10s %8s %8s", n > 1 ? prov[j].name : rate_unit(row), "p20", "p80");
+    printf(" %11s %10s %10s %5s\n", "median ms", "cold ms", "warm ms", "reps");
+}
+
+/* A value with `digits` decimals, or "-" where it was not measured. */
+static void table_value(int width, int digits, double v)
+{
+    if (isnan(v))
+        printf(" %*s", width, "-");
     else
-        printf(" %10.1f", ms);
+        printf(" %*.*f", width, digits, v);
 }
 
 static void table_row(const out_row *row)
 {
+    int n = providers_of(row), digits = row->flops > 0 ? 3 : 1;
+    printf("%*s", shape_width(row), row->shape);
+    for (int j = 0; j < n; j++) {
+        double r[3];
+        row_rate(row, j, r);
+        table_value(10, digits, r[0]);
+        table_value(8, digits, r[1]);
+        table_value(8, digits, r[2]);
+    }
     double v[V_COUNT];
-    row_values(row, v);
-    printf("%14s %10.1f %10.1f %10.1f %11.4f", row->shape, v[V_GBPS], v[V_GBPS_P20],
-           v[V_GBPS_P80], v[V_MS]);
-    table_ms(v[V_COLD]);
-    table_ms(v[V_WARM]);
-    printf(" %5d\n", row->m.reps);
+    row_values(row, 0, v);
+    table_value(11, 4, v[V_MS]);
+    table_value(10, 1, v[V_COLD]);
+    table_value(10, 1, v[V_WARM]);
+    printf(" %5d\n", row->m[0].reps);
 }
 
 /* ---- CSV ---- */
@@ -96,26 +152,42 @@ static void csv_quoted(const char *s)
 static void csv_header(void)
 {
     printf("op,dtype,shape,n_bytes");
-    for (int i = 0; i < V_COUNT; i++) printf(",%s", value_names[i]);
-    printf(",device\n");
+    for (int i = 0; i < V_FIRST_NEW; i++) printf(",%s", value_names[i]);
+    printf(",device,provider,n_flops");
+    for (int i = V_FIRST_NEW; i < V_COUNT; i++) printf(",%s", value_names[i]);
+    putchar('\n');
 }
 
-static void csv_row(const out_row *row, const struct clkit_device_props *dev)
+/* Values not measured or not meaningful stay empty. */
+static void csv_values(const double *v, int from, int to)
 {
-    double v[V_COUNT];
-    row_values(row, v);
-    printf("%s,%s,%s,%llu", row->op->name, clkit_dtype_name(row->dtype), row->shape,
-           (unsigned long long)row->bytes);
-    /* Values not measured stay empty. */
-    for (int i = 0; i < V_COUNT; i++) {
+    for (int i = from; i < to; i++) {
         if (isnan(v[i]))
             putchar(',');
         else
             printf(",%.6g", v[i]);
     }
-    putchar(',');
-    csv_quoted(dev->name);
-    putchar('\n');
+}
+
+/* One line per measured provider of the row. */
+static void csv_row(const out_row *row, const struct clkit_device_props *dev)
+{
+    int n;
+    const op_provider *prov = op_providers(row->op, &n);
+    for (int j = 0; j < n; j++) {
+        if (!row->m[j].reps) continue;
+        double v[V_COUNT];
+        row_values(row, j, v);
+        printf("%s,%s,%s,%llu", row->op->name, clkit_dtype_name(row->dtype), row->shape,
+               (unsigned long long)row->bytes);
+        csv_values(v, 0, V_FIRST_NEW);
+        putchar(',');
+        csv_quoted(dev->name);
+        printf(",%s,", prov[j].name);
+        if (row->flops > 0) printf("%.17g", row->flops);
+        csv_values(v, V_FIRST_NEW, V_COUNT);
+        putchar('\n');
+    }
 }
 
 /* ---- JSON ---- */
@@ -141,17 +213,24 @@ static json_object *json_device(const struct clkit_device_props *dev)
     return o;
 }
 
-static json_object *json_row(const out_row *row)
+static json_object *json_row(const out_row *row, int j)
 {
+    int n;
+    const op_provider *prov = op_providers(row->op, &n);
     double v[V_COUNT];
-    row_values(row, v);
+    row_values(row, j, v);
     json_object *o = json_object_new_object();
     json_object_object_add(o, "op", json_object_new_string(row->op->name));
     json_object_object_add(o, "dtype", json_object_new_string(clkit_dtype_name(row->dtype)));
+    json_object_object_add(o, "out_dtype",
+                           json_object_new_string(clkit_dtype_name(row->out_dtype)));
     json_object_object_add(o, "shape", json_object_new_string(row->shape));
+    json_object_object_add(o, "provider", json_object_new_string(prov[j].name));
     json_object_object_add(o, "n_bytes", json_object_new_int64((int64_t)row->bytes));
+    json_object_object_add(o, "n_flops",
+                           row->flops > 0 ? json_object_new_int64((int64_t)row->flops) : NULL);
     for (int i = 0; i < V_COUNT; i++) json_object_object_add(o, value_names[i], json_number(v[i]));
-    json_object_object_add(o, "reps", json_object_new_int(row->m.reps));
+    json_object_object_add(o, "reps", json_object_new_int(row->m[j].reps));
     return o;
 }
 
@@ -165,7 +244,9 @@ static clkit_status json_print(const out_report *r)
     }
     json_object_object_add(doc, "clkit_version", json_object_new_string(CLKIT_VERSION_STRING));
     json_object_object_add(doc, "device", json_device(&r->dev));
-    for (size_t i = 0; i < r->count; i++) json_object_array_add(rows, json_row(&r->rows[i]));
+    for (size_t i = 0; i < r->count; i++)
+        for (int j = 0; j < providers_of(&r->rows[i]); j++)
+            if (r->rows[i].m[j].reps) json_object_array_add(rows, json_row(&r->rows[i], j));
     json_object_object_add(doc, "rows", rows);
     const char *text = json_object_to_json_string_ext(
         doc, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
@@ -244,11 +325,12 @@ static void gp_string(FILE *g, const char *s)
     fputc('\'', g);
 }
 
-/* One line of a panel: the rows of one op with one dtype and layout. */
+/* One line of a panel: the rows of one op with one dtype and layout, by one provider. */
 typedef struct series {
     const op_def *op;
     clkit_dtype dtype;
     int transposed;
+    int provider;
 } series;
 
 static int same_series(const series *s, const out_row *row)
@@ -261,39 +343,66 @@ static int find_series(const out_report *r, series *out, int max)
 {
     int n = 0;
     for (size_t i = 0; i < r->count; i++) {
-        int k = 0;
-        while (k < n && !same_series(&out[k], &r->rows[i])) k++;
-        if (k == n && n < max) out[n++] = (series){r->rows[i].op, r->rows[i].dtype,
-                                                    r->rows[i].transposed};
+        const out_row *row = &r->rows[i];
+        for (int j = 0; j < providers_of(row); j++) {
+            int k = 0;
+            while (k < n && !(same_series(&out[k], row) && out[k].provider == j)) k++;
+            if (k == n && n < max && row->m[j].reps && !isnan(row->x))
+                out[n++] = (series){row->op, row->dtype, row->transposed, j};
+        }
     }
     return n;
 }
 
-/* Datablock $s<k>: x, GB/s median, p20, p80 of series k. */
+/* Datablock $s<k>: x, rate median, p20, p80 of series k. */
 static void plot_data(FILE *g, const out_report *r, const series *s, int k)
 {
     fprintf(g, "$s%d << EOD\n", k);
     for (size_t i = 0; i < r->count; i++) {
-        if (!same_series(s, &r->rows[i])) continue;
-        double v[V_COUNT];
-        row_values(&r->rows[i], v);
-        fprintf(g, "%.17g %g %g %g\n", r->rows[i].x, v[V_GBPS], v[V_GBPS_P20], v[V_GBPS_P80]);
+        const out_row *row = &r->rows[i];
+        if (!same_series(s, row) || !row->m[s->provider].reps || isnan(row->x)) continue;
+        double v[3];
+        row_rate(row, s->provider, v);
+        fprintf(g, "%.17g %g %g %g\n", row->x, v[0], v[1], v[2]);
     }
     fprintf(g, "EOD\n");
 }
 
-/* The panel of op: every series of it, error bars from the quantiles. */
-static void plot_panel(FILE *g, const series *s, int n, const op_def *op)
+/* The x range of op's panel: automatic, but around a lone size when there is only one. */
+static void plot_xrange(FILE *g, const out_report *r, const op_def *op)
 {
-    fprintf(g, "set title '%s'\nset xlabel '%s'\n", op->name, op->x_label);
+    double lo = INFINITY, hi = -INFINITY;
+    for (size_t i = 0; i < r->count; i++) {
+        if (r->rows[i].op != op || isnan(r->rows[i].x)) continue;
+        lo = fmin(lo, r->rows[i].x);
+        hi = fmax(hi, r->rows[i].x);
+    }
+    if (lo < hi || !isfinite(lo))
+        fprintf(g, "set autoscale x\n");
+    else
+        fprintf(g, "set xrange [%.17g:%.17g]\n", lo / 2, hi * 2);
+}
+
+/* The panel of op: every series of it, error bars from the quantiles. */
+static void plot_panel(FILE *g, const out_report *r, const series *s, int n, const op_def *op)
+{
+    const out_row *first = NULL;
+    for (size_t i = 0; i < r->count && !first; i++)
+        if (r->rows[i].op == op) first = &r->rows[i];
+    int nprov;
+    const op_provider *prov = op_providers(op, &nprov);
+    fprintf(g, "set title '%s'\nset xlabel '%s'\nset ylabel '%s'\n", op->name, op->x_label,
+            rate_unit(first));
     /* Sizes in powers of two span five decades; softmax's N sweep is linear. */
     fprintf(g, op->x_is_cols ? "unset logscale x\nset format x '%%g'\n"
                              : "set logscale x 2\nset format x '2^%%L'\n");
+    plot_xrange(g, r, op);
     const char *sep = "plot ";
     for (int k = 0; k < n; k++) {
         if (s[k].op != op) continue;
-        fprintf(g, "%s$s%d using 1:2:3:4 with yerrorlines title '%s%s'", sep, k,
-                clkit_dtype_name(s[k].dtype), s[k].transposed ? " transposed" : "");
+        fprintf(g, "%s$s%d using 1:2:3:4 with yerrorlines title '%s%s%s%s'", sep, k,
+                clkit_dtype_name(s[k].dtype), s[k].transposed ? " transposed" : "",
+                nprov > 1 ? " " : "", nprov > 1 ? prov[s[k].provider].name : "");
         sep = ", ";
     }
     fprintf(g, "\n");
@@ -316,7 +425,7 @@ static void plot_script(FILE *g, const out_report *r, const char *png)
             width, height, width, height);
     gp_string(g, png);
     /* Offsets keep the end points and their error bars off the frame. */
-    fprintf(g, "\nset grid\nset key below\nset ylabel 'GB/s'\nset yrange [0:*]\n"
+    fprintf(g, "\nset grid\nset key below\nset yrange [0:*]\n"
                "set offsets graph 0.05, graph 0.05, graph 0.05, 0\n"
                "set multiplot layout %d,%d title ",
             rows, cols);
@@ -325,7 +434,7 @@ static void plot_script(FILE *g, const out_report *r, const char *png)
     gp_string(g, title);
     fprintf(g, "\n");
     for (int k = 0; k < n; k++)
-        if (k == 0 || s[k].op != s[k - 1].op) plot_panel(g, s, n, s[k].op);
+        if (k == 0 || s[k].op != s[k - 1].op) plot_panel(g, r, s, n, s[k].op);
     fprintf(g, "unset multiplot\nset output\n");
 }
 

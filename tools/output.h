@@ -8,14 +8,16 @@
 
 typedef enum out_format { OUT_TABLE, OUT_CSV, OUT_JSON } out_format;
 
+/* One problem, measured by each provider of its op (op_providers). */
 typedef struct out_row {
     const op_def *op;
-    clkit_dtype dtype;
+    clkit_dtype dtype, out_dtype;
     int transposed;
     char shape[48];
     uint64_t bytes;
-    double x;             /* the plot's x value */
-    measurement m;
+    double flops;         /* per call; 0: a bandwidth op, rated in GB/s, else in TFLOP/s */
+    double x;             /* the plot's x value; NaN: not plotted */
+    measurement m[OP_MAX_PROVIDERS];  /* reps 0: that provider was not measured */
 } out_row;
 
 /* Every row measured, so JSON and the plot can come at the end. */
@@ -28,12 +30,14 @@ typedef struct out_report {
 
 /* Starts the report on stdout (the CSV header). */
 void out_begin(out_report *r, out_format format, const struct clkit_device_props *dev);
-out_row out_row_make(const op_problem *p, const measurement *m);
+/* A row of p with nothing measured yet. */
+out_row out_row_make(const op_problem *p);
 /* Keeps the row; tables and CSV print it at once, so long runs show progress. */
 clkit_status out_add(out_report *r, const out_row *row);
 /* Prints what needs every row: the JSON document. */
 clkit_status out_end(const out_report *r);
-/* GB/s against size, one panel per op, into a PNG through gnuplot; a TOOL_EXIT_ status. */
+/* GB/s or TFLOP/s against size, one panel per op, a line per dtype and provider, into a PNG
+   through gnuplot; a TOOL_EXIT_ status. */
 int out_plot(const out_report *r, const char *png);
 void out_free(out_report *r);
 

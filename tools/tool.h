@@ -19,6 +19,7 @@ enum {
 int cmd_info(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_tune(int argc, char **argv);
 
 /* detail (clkit_last_error or op_error) without the status name it starts with. */
 const char *tool_detail(clkit_status s, const char *detail);

@@ -11,12 +11,12 @@ static bool is_float(clkit_dtype t)
 /* One dtype: raw bits of its size. Two: the input dtype and the output format. */
 static void dtype_options(const clkit_tensor *x, const clkit_tensor *out, char *buf, size_t n)
 {
-    static const char *out_macro[] = {[CLKIT_F32] = "-D OUT_F32", [CLKIT_F16] = "-D OUT_F16",
-                                      [CLKIT_BF16] = "-D OUT_BF16"};
+    static const char *out_name[] = {[CLKIT_F32] = "F32", [CLKIT_F16] = "F16",
+                                     [CLKIT_BF16] = "BF16"};
     if (x->dtype == out->dtype)
         snprintf(buf, n, "-D ELEM_BYTES=%zu", clkit_dtype_size(x->dtype));
     else
-        snprintf(buf, n, "%s %s", clkit_dtype_macro(x->dtype), out_macro[out->dtype]);
+        snprintf(buf, n, "%s -D OUT_DTYPE=%s", clkit_dtype_macro(x->dtype), out_name[out->dtype]);
 }
 
 /* True when x and out (merged views) have their unit strides on different dims: *xd and *od. */

@@ -3,9 +3,6 @@
 
 #include <stdio.h>
 
-/* Pixels per work-item along a row: cl/grayscale.cl's vector width. */
-#define PIXELS 4
-
 static clkit_status check_args(clkit_context *ctx, const clkit_tensor *rgb,
                                const clkit_tensor *gray)
 {
@@ -29,20 +26,34 @@ static clkit_status check_args(clkit_context *ctx, const clkit_tensor *rgb,
     return CLKIT_OK;
 }
 
-/* Work-group: a warp's worth of lanes along a row (fewer when the row is narrow), the rest
-   of the streaming group size down the rows. Grid: enough groups to cover the image, no more
+/* Bytes of each plane a work-item takes along a row: one 16-byte vector access. */
+#define SPAN_BYTES 16
+
+/* Whether every span starts SPAN_BYTES-aligned: buffers are (the base address alignment is
+   at least 128 bytes), spans sit SPAN_BYTES apart along rows, so the offsets and the plane
+   and row strides decide. */
+static bool spans_aligned(const clkit_tensor *rgb, const clkit_tensor *gray)
+{
+    int64_t es = (int64_t)clkit_dtype_size(rgb->dtype);
+    return rgb->offset % SPAN_BYTES == 0 && gray->offset % SPAN_BYTES == 0 &&
+           rgb->strides[0] * es % SPAN_BYTES == 0 && rgb->strides[1] * es % SPAN_BYTES == 0 &&
+           gray->strides[0] * es % SPAN_BYTES == 0;
+}
+
+/* Work-group: a warp's worth of lanes along a row, each taking `pixels` of it (fewer lanes
+   when the row is narrow), the rest of the streaming group size down the rows. Grid: enough groups to cover the image, no more
    than the streaming heuristic's cap; the kernel loops over what is left. */
 static void plan(const struct clkit_device_props *p, size_t wg, uint64_t h, uint64_t w,
-                 size_t local[2], size_t global[2])
+                 unsigned pixels, size_t local[2], size_t global[2])
 {
-    uint64_t quads = (w + PIXELS - 1) / PIXELS;
+    uint64_t spans = (w + pixels - 1) / pixels;
     size_t lx = p->warp >= 8 ? p->warp : 16;
-    while (lx > 1 && lx / 2 >= quads) lx /= 2;
+    while (lx > 1 && lx / 2 >= spans) lx /= 2;
     if (lx > wg) lx = wg;
     local[0] = lx;
     local[1] = wg / lx;
-    uint64_t gx = (quads + lx - 1) / lx, gy = (h + local[1] - 1) / local[1];
-    uint64_t cap = clkit_stream_groups(p, quads * h, lx * local[1]);
+    uint64_t gx = (spans + lx - 1) / lx, gy = (h + local[1] - 1) / local[1];
+    uint64_t cap = clkit_stream_groups(p, spans * h, lx * local[1]);
     if (gx > cap) gx = cap;
     if (gx * gy > cap) gy = cap / gx ? cap / gx : 1;
     global[0] = (size_t)gx * lx;
@@ -56,13 +67,16 @@ clkit_status clkit_rgb_to_gray(clkit_context *ctx, const clkit_tensor *rgb,
     clkit_clear_error(ctx);
     clkit_status s = check_args(ctx, rgb, gray);
     if (s || clkit_numel(gray) == 0) return s;
-    char opts[64];
+    size_t es = clkit_dtype_size(rgb->dtype);
+    unsigned pixels = (unsigned)(SPAN_BYTES / es);
     bool row_vec = rgb->strides[2] == 1 && gray->strides[1] == 1;
-    snprintf(opts, sizeof opts, "%s%s", clkit_dtype_macro(rgb->dtype),
-             row_vec ? " -D ROW_VEC" : "");
+    const char *vec = !row_vec                     ? ""
+                      : spans_aligned(rgb, gray) ? " -D ROW_VEC -D ALIGNED"
+                                                 : " -D ROW_VEC";
+    char opts[80];
+    snprintf(opts, sizeof opts, "%s -D PIXELS=%u%s", clkit_dtype_macro(rgb->dtype), pixels, vec);
     cl_kernel k;
     if ((s = clkit_get_kernel(ctx, "grayscale.cl", "gray", opts, &k))) return s;
-    size_t es = clkit_dtype_size(rgb->dtype);
     cl_long rgb_off = (cl_long)(rgb->offset / es), gray_off = (cl_long)(gray->offset / es);
     cl_long h = gray->shape[0], w = gray->shape[1];
     s = clkit_set_args(ctx, k, 11, sizeof(cl_mem), &rgb->buffer, sizeof rgb_off, &rgb_off,
@@ -73,6 +87,6 @@ clkit_status clkit_rgb_to_gray(clkit_context *ctx, const clkit_tensor *rgb,
     if (s) return s;
     size_t local[2], global[2];
     plan(&ctx->props, clkit_stream_wg(&ctx->props, clkit_kernel_wg_limit(ctx, k)), (uint64_t)h,
-         (uint64_t)w, local, global);
+         (uint64_t)w, pixels, local, global);
     return clkit_launch(ctx, k, 2, global, local);
 }

@@ -119,6 +119,7 @@ static int config_legal(const struct clkit_device_props *p, const clkit_config *
 {
     int kernel = cfg(c, "KERNEL");
     if (clkit_config_get(c, "provider", 0)) return 1;
+    if (cfg(c, "nv_regs") && !p->nv_cc_major) return 0;
     if (kernel == KERNEL_NAIVE || kernel == KERNEL_TILED) {
         int t = cfg(c, "TILE");
         return t >= 1 && t <= 32 && (size_t)(t * t) <= p->max_work_group &&
@@ -198,6 +199,13 @@ static int candidates(const struct clkit_device_props *p, const problem *pr, clk
         clkit_config c = blocked(s[0], s[1], s[2], s[3], s[4], 8);
         if (config_legal(p, &c)) out[n++] = c;
     }
+    /* On NVIDIA the 8 x 8 micro-tiles need ~140 registers, one 256-wide group per SM; capped
+       at 128 two fit. */
+    for (size_t i = 0; i < 2 && n < max && p->nv_cc_major; i++) {
+        clkit_config c = blocked(128, 128, i ? 8 : 16, 8, 8, 8);
+        clkit_config_set(&c, "nv_regs", 128);
+        if (config_legal(p, &c)) out[n++] = c;
+    }
     static const int simple_kernels[][2] = {{KERNEL_TILED, 16}, {KERNEL_TILED, 32}, {KERNEL_NAIVE, 16}};
     for (size_t i = 0; i < 3 && n < max; i++) {
         clkit_config c = simple(simple_kernels[i][0], simple_kernels[i][1]);
@@ -234,8 +242,10 @@ static void build_options(const problem *pr, const clkit_config *c, char *buf, s
 {
     char base[512];
     clkit_config_options(c, base, sizeof base);
+    int regs = cfg(c, "nv_regs");
     int used = snprintf(buf, n, "%s -D A_DTYPE=%s -D B_DTYPE=%s -D C_DTYPE=%s", base,
                         dtype_token(pr->a->dtype), dtype_token(pr->b->dtype), dtype_token(pr->c->dtype));
+    if (regs) used += snprintf(buf + used, n - (size_t)used, " -cl-nv-maxrregcount=%d", regs);
     if (cfg(c, "KERNEL") != KERNEL_BLOCKED) return;
     int bm = cfg(c, "BLOCK_M"), bn = cfg(c, "BLOCK_N"), bk = cfg(c, "BLOCK_K");
     int wg = (bm / cfg(c, "THREAD_M")) * (bn / cfg(c, "THREAD_N"));
