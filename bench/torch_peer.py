@@ -11,28 +11,43 @@ GB/s count what the op must move: every input read once and the output written o
 (dropout: x in and y out, although eager PyTorch also writes a mask). The softmax sweep is a
 subset of clkit's N = 128 i so that a full run stays within minutes. A peer that fails (a
 torch.compile error, memory) leaves its column empty; the error goes to stderr.
+
+matmul is rated in TFLOP/s (2 M N K batch per call) against torch.matmul, which is cuBLAS:
+f32 with TF32 off (SGEMM, as clkit computes), f16/bf16 inputs with f32 accumulation and, where
+torch has out_dtype (2.8+), an f32 output as clkit writes; older torch writes the inputs'
+dtype (noted on stderr). Its table puts clkit's three columns of the CSV (tuned, heuristic
+default, CLBlast) beside cuBLAS, with the ratios clkit/cuBLAS and clkit/CLBlast.
 """
 import argparse
 import csv
 import sys
 
-OPS = ("add", "softmax", "dropout", "copy", "grayscale")
+OPS = ("add", "softmax", "dropout", "copy", "grayscale", "matmul")
 ELEMENT_SIZE = {"f32": 4, "f16": 2, "bf16": 2, "u8": 1}
 TORCH_DTYPE = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "u8": "uint8"}
 SOFTMAX_TARGETS = (256, 1024, 4096, 12672, 32768)  # TARGETS.md
-PEERS = ("torch", "compile")
+# The columns of a `clkit bench` CSV (its provider column) and the peers run here, by what
+# rates the op: GB/s for the bandwidth ops, TFLOP/s for matmul.
+CLKIT_COLUMNS = {"gbps": ("clkit",), "tflops": ("clkit", "heuristic", "clblast")}
+PEERS = {"gbps": ("torch", "compile"), "tflops": ("torch",)}
+UNIT_NAME = {"gbps": "GB/s", "tflops": "TFLOP/s"}
 
 
 class Case:
-    """One op on one dtype and shape; `shape` is spelled as clkit's CSV spells it."""
+    """One op on one dtype and shape; `shape` is spelled as clkit's CSV spells it. `work` is
+    bytes moved (unit gbps) or floating-point operations (unit tflops) per call."""
 
-    def __init__(self, op, dtype, shape, n_bytes, dims=(), transposed=False):
-        self.op, self.dtype, self.shape, self.n_bytes = op, dtype, shape, n_bytes
+    def __init__(self, op, dtype, shape, work, unit="gbps", dims=(), transposed=False):
+        self.op, self.dtype, self.shape, self.work, self.unit = op, dtype, shape, work, unit
         self.dims, self.transposed = dims, transposed
+        self.shared_b = shape.endswith(".bshared")
 
     @property
     def key(self):
         return (self.op, self.dtype, self.shape)
+
+    def rate(self, ms):
+        return self.work / ms * (1e-6 if self.unit == "gbps" else 1e-9)
 
 
 def make_case(op, dtype, dims, transposed=False):
@@ -41,7 +56,23 @@ def make_case(op, dtype, dims, transposed=False):
     numel = 1
     for d in dims:
         numel *= d
-    return Case(op, dtype, shape, (inputs + 1) * numel * ELEMENT_SIZE[dtype], dims, transposed)
+    return Case(op, dtype, shape, (inputs + 1) * numel * ELEMENT_SIZE[dtype], "gbps", dims,
+                transposed)
+
+
+def make_matmul(dtype, m, n, k, batch=1, shared_b=False):
+    """M x N x K [x batch], B broadcast over the batch when shared_b: clkit's spelling."""
+    shape = f"{m}x{n}x{k}" + (f"x{batch}" if batch > 1 else "") + (".bshared" if shared_b else "")
+    return Case("matmul", dtype, shape, 2 * m * n * k * batch, "tflops", (m, n, k, batch))
+
+
+def matmul_cases(dtype, quick):
+    """The rows of `clkit bench --op matmul` (tools/ops.c: matmul_shapes)."""
+    sides = [128 * i for i in ((2, 4) if quick else range(2, 33))] + ([] if quick else [8192])
+    cases = [make_matmul(dtype, s, s, s) for s in sides]
+    side, cube, batch = (1024, 256, 4) if quick else (4096, 512, 16)
+    cases += [make_matmul(dtype, m, side, side) for m in ((8,) if quick else (1, 8, 16))]
+    return cases + [make_matmul(dtype, cube, cube, cube, batch, shared) for shared in (0, 1)]
 
 
 def cases(op, dtype, quick):
@@ -58,6 +89,8 @@ def cases(op, dtype, quick):
             return [make_case(op, dtype, (256, 128 * i)) for i in (2, 8, 32)]
         ns = sorted(set(SOFTMAX_TARGETS) | {128 * i for i in range(2, 101, 8)})
         return [make_case(op, dtype, (4096, n)) for n in ns]
+    if op == "matmul":
+        return matmul_cases(dtype, quick)
     # grayscale: the float dtype where the op has it (f32), and u8, as clkit bench.
     images = [(1066, 1600)] + ([] if quick else [(2160, 3840)])
     dtypes = (["f32"] if dtype == "f32" else []) + ["u8"]
@@ -71,21 +104,39 @@ def number(text):
 
 
 def read_clkit(path):
-    """Rows of a `clkit bench --csv` file by (op, dtype, shape), and the device named."""
+    """Rows of a `clkit bench --csv` file by (op, dtype, shape), each with the rates of its
+    providers ({"clkit": (median, p20, p80), ...}), and the device named. CSVs from before
+    the provider column hold clkit's GB/s alone."""
     rows, device = {}, ""
     with open(path, newline="") as f:
         for r in csv.DictReader(f):
-            rows[(r["op"], r["dtype"], r["shape"])] = {
-                "n_bytes": int(r["n_bytes"]),
-                "gbps": number(r["gbps_median"]),
-                "gbps_p20": number(r["gbps_p20"]),
-                "gbps_p80": number(r["gbps_p80"]),
-            }
+            unit = "tflops" if r.get("n_flops") else "gbps"
+            work = int(float(r["n_flops"] if unit == "tflops" else r["n_bytes"]))
+            row = rows.setdefault((r["op"], r["dtype"], r["shape"]),
+                                  {"unit": unit, "work": work, "rates": {}})
+            row["rates"][r.get("provider") or "clkit"] = tuple(
+                number(r.get(f"{unit}_{q}")) for q in ("median", "p20", "p80"))
             device = r["device"]
     return rows, device
 
 
 # ---- peers ----
+
+def matmul_function(case, torch):
+    """torch.matmul, with an f32 output for f16/bf16 inputs where torch has out_dtype; a
+    shared B folds the batch into M, as torch.matmul does itself."""
+    if case.dtype == "f32":
+        return torch.matmul, ""
+
+    def mm(a, b):
+        if a.dim() == 2:
+            return torch.mm(a, b, out_dtype=torch.float32)
+        if b.dim() == 2:
+            flat = torch.mm(a.reshape(-1, a.shape[-1]), b, out_dtype=torch.float32)
+            return flat.view(a.shape[0], a.shape[1], b.shape[1])
+        return torch.bmm(a, b, out_dtype=torch.float32)
+    return mm, "out_dtype"
+
 
 def peer_function(case, torch):
     """The PyTorch expression of the op, as a function of its inputs."""
@@ -98,6 +149,8 @@ def peer_function(case, torch):
         return lambda x: F.dropout(x, 0.5, training=True)
     if case.op == "copy":
         return (lambda x: x.t().contiguous()) if case.transposed else (lambda x: x.clone())
+    if case.op == "matmul":
+        return matmul_function(case, torch)[0]
 
     def gray(rgb):  # in float, then rounded for u8 as clkit_rgb_to_gray
         f = rgb.float()
@@ -117,18 +170,21 @@ def peer_inputs(case, torch):
         return (rand(*case.dims), rand(*case.dims))
     if case.op == "grayscale":
         return (rand(3, *case.dims),)
+    if case.op == "matmul":
+        m, n, k, batch = case.dims
+        lead = (batch,) if batch > 1 else ()
+        return (rand(*lead, m, k), rand(k, n) if case.shared_b else rand(*lead, k, n))
     if case.transposed:  # the source is the (cols, rows) matrix, read transposed
         return (rand(case.dims[1], case.dims[0]),)
     return (rand(*case.dims),)
 
 
 def time_peer(fn, args, case, torch, do_bench):
-    """(GB/s median, p20, p80) of fn(*args) by do_bench; the first call compiles."""
+    """(rate median, p20, p80) of fn(*args) by do_bench; the first call compiles."""
     fn(*args)
     torch.cuda.synchronize()
     ms, ms_p20, ms_p80 = do_bench(lambda: fn(*args), quantiles=[0.5, 0.2, 0.8])
-    rate = lambda t: case.n_bytes / t * 1e-6  # noqa: E731
-    return rate(ms), rate(ms_p80), rate(ms_p20)
+    return case.rate(ms), case.rate(ms_p80), case.rate(ms_p20)
 
 
 def first_line(error):
@@ -136,8 +192,20 @@ def first_line(error):
     return f"{type(error).__name__}: {text[0] if text else ''}"
 
 
+def set_matmul_precision(torch):
+    """cuBLAS as clkit computes: no TF32 for f32, f32 accumulation for f16 and bf16. Each
+    switch only where this torch has it."""
+    cuda = torch.backends.cuda.matmul
+    for name in ("allow_tf32", "allow_fp16_reduced_precision_reduction",
+                 "allow_bf16_reduced_precision_reduction"):
+        if hasattr(cuda, name):
+            setattr(cuda, name, False)
+    if hasattr(torch, "set_float32_matmul_precision"):
+        torch.set_float32_matmul_precision("highest")
+
+
 class Peers:
-    """Measures both peers; after torch.compile fails on an op and dtype, skips it there."""
+    """Measures the peers; after one fails on an op and dtype, skips it there."""
 
     def __init__(self):
         import torch
@@ -146,8 +214,34 @@ class Peers:
             raise RuntimeError("no CUDA device for torch")
         self.torch, self.do_bench = torch, triton.testing.do_bench
         self.broken = set()
+        self.plain_matmul = False  # torch.mm has no out_dtype here
         self.name = f"torch {torch.__version__} on {torch.cuda.get_device_name()}"
+        set_matmul_precision(torch)
         torch.manual_seed(0)
+
+    def runner(self, case, peer, fn, args):
+        """What a peer times: fn itself, or its torch.compile. For matmul without out_dtype,
+        plain torch.matmul (an output in the inputs' dtype)."""
+        torch = self.torch
+        if peer == "compile":
+            # A fresh compile per shape, specialised as clkit's programs are, and no cache
+            # limit that would fall back to eager after 8 shapes.
+            torch._dynamo.reset()
+            return torch.compile(fn, dynamic=False)
+        if case.op == "matmul" and matmul_function(case, torch)[1]:
+            if self.plain_matmul:
+                return torch.matmul
+            try:
+                fn(*args)
+            except torch.cuda.OutOfMemoryError:
+                raise
+            except (TypeError, RuntimeError) as e:
+                print(f"torch_peer: torch has no f32 output for f16/bf16 matmul "
+                      f"({first_line(e)}); timing torch.matmul with an output in the "
+                      f"inputs' dtype", file=sys.stderr)
+                self.plain_matmul = True
+                return torch.matmul
+        return fn
 
     def measure(self, case):
         torch, result = self.torch, {}
@@ -158,18 +252,12 @@ class Peers:
             print(f"torch_peer: skipping {case.op} {case.dtype} {case.shape}: {first_line(e)}",
                   file=sys.stderr)
             return result
-        for peer in PEERS:
+        for peer in PEERS[case.unit]:
             if (case.op, case.dtype, peer) in self.broken:
                 continue
             try:
-                if peer == "compile":
-                    # A fresh compile per shape, specialised as clkit's programs are, and
-                    # no cache limit that would fall back to eager after 8 shapes.
-                    torch._dynamo.reset()
-                    run = torch.compile(fn, dynamic=False)
-                else:
-                    run = fn
-                result[peer] = time_peer(run, args, case, torch, self.do_bench)
+                result[peer] = time_peer(self.runner(case, peer, fn, args), args, case, torch,
+                                         self.do_bench)
             except Exception as e:  # noqa: BLE001 - any peer failure leaves a blank column
                 print(f"torch_peer: {peer} failed on {case.op} {case.dtype} {case.shape}: "
                       f"{first_line(e)}; leaving its column empty for this op and dtype",
@@ -182,21 +270,35 @@ class Peers:
 
 # ---- report ----
 
-COLUMNS = ["op", "dtype", "shape", "n_bytes"] + [
-    f"{who}_{what}" for who in ("clkit",) + PEERS for what in ("gbps", "gbps_p20", "gbps_p80")
-] + ["clkit_over_best_peer"]
+def rate_columns(unit):
+    whos = CLKIT_COLUMNS[unit] + PEERS[unit]
+    return [f"{who}_{unit}{q}" for who in whos for q in ("", "_p20", "_p80")]
+
+
+COLUMNS = (["op", "dtype", "shape", "n_bytes"] + rate_columns("gbps") + ["clkit_over_best_peer"]
+           + ["n_flops"] + rate_columns("tflops") + ["clkit_over_cublas", "clkit_over_clblast"])
+
+
+def ratio(a, b):
+    return a / b if a and b else None
 
 
 def merge(case, clkit_row, measured):
-    row = {"op": case.op, "dtype": case.dtype, "shape": case.shape, "n_bytes": case.n_bytes}
-    if clkit_row:
-        row.update(clkit_gbps=clkit_row["gbps"], clkit_gbps_p20=clkit_row["gbps_p20"],
-                   clkit_gbps_p80=clkit_row["gbps_p80"])
-    for peer, (median, p20, p80) in measured.items():
-        row.update({f"{peer}_gbps": median, f"{peer}_gbps_p20": p20, f"{peer}_gbps_p80": p80})
-    best = max((row.get(f"{p}_gbps") or 0 for p in PEERS), default=0)
-    if row.get("clkit_gbps") and best:
-        row["clkit_over_best_peer"] = row["clkit_gbps"] / best
+    u = case.unit
+    row = {"op": case.op, "dtype": case.dtype, "shape": case.shape,
+           ("n_bytes" if u == "gbps" else "n_flops"): case.work}
+    rates = dict(clkit_row["rates"]) if clkit_row else {}
+    rates.update(measured)
+    for who, values in rates.items():
+        for q, v in zip(("", "_p20", "_p80"), values):
+            row[f"{who}_{u}{q}"] = v
+    clkit = row.get(f"clkit_{u}")
+    if u == "gbps":
+        best = max((row.get(f"{p}_gbps") or 0 for p in PEERS[u]), default=0)
+        row["clkit_over_best_peer"] = ratio(clkit, best)
+    else:
+        row["clkit_over_cublas"] = ratio(clkit, row.get("torch_tflops"))
+        row["clkit_over_clblast"] = ratio(clkit, row.get("clblast_tflops"))
     return row
 
 
@@ -204,19 +306,30 @@ def cell(value, width, digits=1):
     return f"{value:{width}.{digits}f}" if value is not None else f"{'-':>{width}}"
 
 
+# The table columns per unit: (title, row key, digits).
+TABLE = {
+    "gbps": [("clkit GB/s", "clkit_gbps", 1), ("torch GB/s", "torch_gbps", 1),
+             ("compile GB/s", "compile_gbps", 1), ("clkit/best peer", "clkit_over_best_peer", 2)],
+    "tflops": [("clkit tuned", "clkit_tflops", 2), ("heuristic", "heuristic_tflops", 2),
+               ("CLBlast", "clblast_tflops", 2), ("torch cuBLAS", "torch_tflops", 2),
+               ("clkit/cuBLAS", "clkit_over_cublas", 2),
+               ("clkit/CLBlast", "clkit_over_clblast", 2)],
+}
+
+
 def print_tables(rows, title):
     print(title)
     groups = {}
     for r in rows:
-        groups.setdefault((r["op"], r["dtype"]), []).append(r)
-    for (op, dtype), group in groups.items():
-        print(f"\n{op} {dtype}: GB/s (median)")
-        print(f"{'shape':>14} {'clkit GB/s':>11} {'torch GB/s':>11} {'compile GB/s':>13} "
-              f"{'clkit/best peer':>16}")
+        groups.setdefault((r["op"], r["dtype"], "n_flops" in r), []).append(r)
+    for (op, dtype, flops), group in groups.items():
+        unit = "tflops" if flops else "gbps"
+        columns = TABLE[unit]
+        print(f"\n{op} {dtype}: {UNIT_NAME[unit]} (median)")
+        print(f"{'shape':>24} " + " ".join(f"{t:>{max(len(t), 11)}}" for t, _, _ in columns))
         for r in group:
-            print(f"{r['shape']:>14} {cell(r.get('clkit_gbps'), 11)} "
-                  f"{cell(r.get('torch_gbps'), 11)} {cell(r.get('compile_gbps'), 13)} "
-                  f"{cell(r.get('clkit_over_best_peer'), 16, 2)}")
+            print(f"{r['shape']:>24} " + " ".join(
+                cell(r.get(key), max(len(t), 11), d) for t, key, d in columns))
 
 
 def write_csv(path, rows):
@@ -244,7 +357,7 @@ def main(argv):
     args = parse_args(argv)
     clkit_rows, device = read_clkit(args.clkit) if args.clkit else ({}, "")
     if args.no_peers:
-        todo = [Case(*key, row["n_bytes"]) for key, row in clkit_rows.items()]
+        todo = [Case(*key, row["work"], row["unit"]) for key, row in clkit_rows.items()]
         peers, peer_name = None, "no peers run"
     else:
         ops = OPS if args.op == "all" else (args.op,)

@@ -1,4 +1,5 @@
-/* Fused softmax, the second Triton tutorial: out[r, :] = exp(x[r, :] - max) / sum(exp(x[r, :] - max)).
+/* Fused softmax, the second Triton tutorial: out[r, :] = exp(x[r, :] - m) / sum(exp(x[r, :] - m))
+   with m the row's max.
 
    Computed naively, one kernel per step, softmax reads 5MN + 2M elements and writes 3MN + 2M
    (max, subtract, exp, sum, divide each a round trip through DRAM). Here a row is loaded into
@@ -14,16 +15,20 @@
    masked, so any offset and row stride still load whole vectors; chunks that straddle either
    end of the row fall back to masked scalar access. Other column strides use VEC = 1.
 
-   Rows too long for the team's registers take the online path (Milakov & Gimelshein, 2018):
-   one pass keeps a running max and a running sum of exponentials per lane, rescaling the sum
-   when the max grows; the team then combines them and a second pass writes exp(x - max) / sum.
-   2 reads + 1 write per element instead of the naive 8.
+   Long rows take the online path (Milakov & Gimelshein, 2018): one pass keeps a running max
+   and a running sum of exponentials per lane, rescaling the sum when the max grows; the team
+   combines them and a second pass writes exp(x - max) / sum. Only the rows in flight are
+   reread, so on a GPU the second read comes from L2 (under 35 MB on an H200 at N = 32768) and
+   DRAM still sees one read and one write per element; where L2 cannot hold them it is 2 reads
+   and 1 write, against the naive 8. GPUs take it past 2048 positions, where it measured faster
+   than holding rows in registers (see host/heuristics.c); CPUs for rows over 2048 elements.
 
    Reductions: on NVIDIA (sm_70+) warps reduce with shfl.sync butterflies and meet once through
-   local memory: one barrier per reduction, none when a team fits in a warp. Elsewhere
-   (PoCL, AMD, ...) partials go through local memory without assuming any sub-group width.
+   local memory: one barrier per reduction, none when a team fits in a warp. Elsewhere (PoCL,
+   AMD, ...) partials go through local memory, one or two barriers per reduction, without
+   assuming any sub-group width. Both orders give the same sums up to rounding.
 
-   Work-groups are persistent: the host launches as many as the device keeps resident and each
+   Work-groups are persistent: the host launches as many as the compute units hold and each
    loops over rows, so every group runs the same number of iterations (barriers and shuffles
    stay uniform) and a dead row in the last block simply loads and stores nothing.
 
@@ -215,7 +220,7 @@ static inline int chunk_pos(int c, int lane) { return (c * TEAM + lane) * VEC; }
    the row's ends are finished in a separate pass, so that compilers keep the vector loads
    whole instead of merging both paths into scalar loads. */
 static inline void load_span(__global const elem_t *p, long cs, int lane, int lo, int hi,
-                      __private float *v)
+                             __private float *v)
 {
 #if VEC > 1
     #pragma unroll
@@ -250,7 +255,7 @@ static inline void load_span(__global const elem_t *p, long cs, int lane, int lo
 }
 
 static inline void store_span(__global elem_t *p, long cs, int lane, int lo, int hi,
-                       const __private float *v)
+                              const __private float *v)
 {
 #if VEC > 1
     #pragma unroll
@@ -274,13 +279,6 @@ static inline void store_span(__global elem_t *p, long cs, int lane, int lo, int
 #endif
 }
 
-/* Whether position i of the lane's chunks lies in [lo, hi). */
-static inline bool inside(int i, int lane, int lo, int hi)
-{
-    const int pos = chunk_pos(i / VEC, lane) + i % VEC;
-    return pos >= lo && pos < hi;
-}
-
 #if !ONLINE
 /* Rows of at most SPAN - (VEC - 1) elements (SPAN when rows start aligned), held on chip.
    x_off, o_off: element offsets; *_rs, *_cs: row and column strides in elements (the column
@@ -302,12 +300,12 @@ void softmax_rows(__global const elem_t *x, long x_off, long x_rs, long x_cs,
         #pragma unroll
         for (int i = 0; i < ITEMS; i++) mx = fmax(mx, v[i]);
         mx = team_reduce(mx, false, red);
-        /* Masked positions contribute exactly 0; a row of all -inf gets NaN from its own
-           exp(-inf - -inf), as in PyTorch. */
+        /* Masked positions hold -inf and so contribute exp(-inf) = 0, unless the max itself
+           is -inf: then the row is all -inf and NaN throughout, as in PyTorch. */
         float sum = 0.0f;
         #pragma unroll
         for (int i = 0; i < ITEMS; i++) {
-            v[i] = inside(i, lane, a, hi) ? exp(v[i] - mx) : 0.0f;
+            v[i] = exp(v[i] - mx);
             sum += v[i];
         }
         const float inv = 1.0f / team_reduce(sum, true, red + RED_WORDS);
@@ -331,8 +329,9 @@ void softmax_online(__global const elem_t *x, long x_off, long x_rs, long x_cs,
         __global const elem_t *xp = x + xs - a;
         __global elem_t *op = out + os - a;
         float v[ITEMS];
-        /* Pass 1: running max and sum of exp(x - max) per lane. A lane that has seen nothing
-           above -inf keeps sum 0, rather than exp(-inf - -inf) = NaN. */
+        /* Pass 1: running max and sum of exp(x - max) per lane; the sum is rescaled when the
+           max grows. A lane that has seen nothing above -inf skips the step: its sum stays 0
+           instead of becoming exp(-inf - -inf) = NaN, which a later finite max could not undo. */
         float mx = -INFINITY, sum = 0.0f;
         #pragma unroll 1
         for (long b = 0; b < end; b += SPAN) {
@@ -342,13 +341,15 @@ void softmax_online(__global const elem_t *x, long x_off, long x_rs, long x_cs,
             #pragma unroll
             for (int i = 0; i < ITEMS; i++) nm = fmax(nm, v[i]);
             if (nm == -INFINITY) continue;
-            sum *= mx == nm ? 1.0f : exp(mx - nm);
+            sum *= exp(mx - nm);
             #pragma unroll
             for (int i = 0; i < ITEMS; i++) sum += exp(v[i] - nm);
             mx = nm;
         }
+        /* A lane still at -inf has sum 0 and scales by exp(-inf) = 0 (or, when the whole row
+           is -inf, by NaN, the row's answer). */
         const float row_max = team_reduce(mx, false, red);
-        sum *= mx == row_max ? 1.0f : exp(mx - row_max);
+        sum *= exp(mx - row_max);
         const float inv = 1.0f / team_reduce(sum, true, red + RED_WORDS);
         /* Pass 2: each lane rereads and writes the very positions it read in pass 1, so in
            place needs no synchronisation beyond the reductions. */

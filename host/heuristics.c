@@ -103,12 +103,15 @@ static void gpu_plan(clkit_softmax_plan *plan, const struct clkit_device_props *
                      unsigned max_team)
 {
     unsigned warp = p->warp > 1 ? p->warp : 1, vec = plan->vec;
-    uint64_t chunks = div_up(span, vec), max_chunks = SOFTMAX_GPU_ITEMS > vec ? SOFTMAX_GPU_ITEMS / vec : 1;
-    unsigned held_team = max_team < SOFTMAX_GPU_MAX_TEAM ? max_team : SOFTMAX_GPU_MAX_TEAM, team = 1;
+    uint64_t max_chunks = SOFTMAX_GPU_ITEMS > vec ? SOFTMAX_GPU_ITEMS / vec : 1;
+    /* The team is sized by whole chunks, so that the masked start of an unaligned row costs
+       its lanes one more chunk rather than doubling the team (N = 1023: 128 lanes, not 256). */
+    uint64_t chunks = div_up(span, vec), whole = span >= vec ? span / vec : 1;
+    unsigned held_team = (unsigned)min_sz(max_team, SOFTMAX_GPU_MAX_TEAM), team = 1;
     while (team < held_team &&
-           (div_up(chunks, team) > max_chunks || (team < warp && div_up(chunks, team) > 2)))
+           (div_up(whole, team) > max_chunks || (team < warp && div_up(whole, team) > 2)))
         team *= 2;
-    if (div_up(chunks, team) <= max_chunks) {
+    if (div_up(whole, team) <= max_chunks) {
         plan->team = team;
         plan->items = (unsigned)div_up(chunks, team) * vec;
         /* Short rows: several to a group, so a group still has the tutorial's 4 warps. */

@@ -133,12 +133,19 @@ typedef struct bench_run {
     out_report report;
 } bench_run;
 
+/* Opens c whole or not at all (its directory stays for bench_ctx_close). */
 static clkit_status bench_ctx_open(const bench_opts *o, bench_ctx *c, int fresh_cache)
 {
-    clkit_status s = fresh_cache ? measure_temp_dir(c->dir, sizeof c->dir) : CLKIT_OK;
-    if (!s) s = tool_open(&c->ctx, o->device, fresh_cache ? c->dir : NULL, 1);
+    clkit_status s = fresh_cache && !*c->dir ? measure_temp_dir(c->dir, sizeof c->dir) : CLKIT_OK;
+    if (s) return s;
+    s = tool_open(&c->ctx, o->device, fresh_cache ? c->dir : NULL, 1);
     if (s) return op_fail(s, "opening a profiling context on the device");
-    return measure_flush_buffer(c->ctx, o->flush, &c->flush);
+    s = measure_flush_buffer(c->ctx, o->flush, &c->flush);
+    if (s) {
+        clkit_context_release(c->ctx);
+        c->ctx = NULL;
+    }
+    return s;
 }
 
 static void bench_ctx_close(bench_ctx *c)

@@ -1,8 +1,8 @@
 /* clkit_softmax: row-wise softmax over the last dimension of (M, N), see cl/softmax.cl.
 
-   The plan (team, rows per group, values per work-item) comes from the row length and the
-   device; the grid from the built kernel: as many groups as the device keeps resident, given
-   the kernel's local memory and estimated registers, each looping over rows. */
+   The plan (team, rows per group, values per work-item, on chip or online) comes from the row
+   length, the layout and the device; the grid from the built kernel: as many groups as the
+   compute units hold by work-items and the kernel's local memory, each looping over rows. */
 #include "../internal.h"
 
 #include <stdio.h>
