@@ -69,6 +69,38 @@ START_TEST(occupancy)
 }
 END_TEST
 
+/* Every row length from 1 to 2^22 and every kernel limit: the group fits the device and the
+   kernel, holds whole warps when it can, and the plan covers the row. */
+START_TEST(softmax_plans)
+{
+    static const int64_t spans[] = {1, 2, 3, 31, 32, 33, 128, 255, 256, 257, 1000, 1024, 1025,
+                                    4096, 4099, 12672, 32768, 65537, 1 << 20, 1 << 22};
+    static const unsigned vecs[] = {1, 4};
+    for (size_t d = 0; d < NDEV; d++) {
+        struct clkit_device_props p = devices[d]();
+        for (size_t k = 0; k < sizeof kernel_limits / sizeof *kernel_limits; k++)
+            for (size_t v = 0; v < 2; v++)
+                for (size_t i = 0; i < sizeof spans / sizeof *spans; i++) {
+                    size_t lim = kernel_limits[k];
+                    clkit_softmax_plan pl = clkit_softmax_heuristic(&p, spans[i], vecs[v], lim);
+                    size_t wg = (size_t)pl.team * pl.rows;
+                    ck_assert_msg(pl.team >= 1 && pl.rows >= 1 && pl.items >= 1, "%s: empty plan", p.name);
+                    ck_assert_msg((pl.team & (pl.team - 1)) == 0, "%s: team %u", p.name, pl.team);
+                    ck_assert_msg(wg <= p.max_work_group, "%s: group %zu over the device", p.name, wg);
+                    if (lim) ck_assert_msg(wg <= lim, "%s: group %zu over kernel limit %zu", p.name, wg, lim);
+                    ck_assert_msg(pl.items % pl.vec == 0, "%s: items %u, vec %u", p.name, pl.items, pl.vec);
+                    if (!pl.online)
+                        ck_assert_msg((int64_t)pl.team * pl.items >= spans[i],
+                                      "%s: %u x %u holds less than %lld", p.name, pl.team, pl.items,
+                                      (long long)spans[i]);
+                    if (p.is_gpu && (!lim || lim >= p.warp) && spans[i] >= 4096)
+                        ck_assert_msg(wg % p.warp == 0, "%s: group %zu for n %lld is not whole warps",
+                                      p.name, wg, (long long)spans[i]);
+                }
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("heuristics");
@@ -76,6 +108,7 @@ int main(void)
     tcase_add_test(tc, stream_work_group);
     tcase_add_test(tc, stream_groups);
     tcase_add_test(tc, occupancy);
+    tcase_add_test(tc, softmax_plans);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

@@ -189,15 +189,23 @@ static clkit_config heuristic_config(const struct clkit_device_props *p, const p
     return found ? best : simple(KERNEL_TILED, 8);
 }
 
-/* Every candidate the tuner times: each legal blocked shape with GROUP_M 8, the best of
-   those again with GROUP_M 1 and 4 (tried by the caller), naive and tiled, and CLBlast. */
+/* Every candidate the tuner times, the likeliest first so that a time budget cuts the long
+   tail: the heuristic default, CLBlast where it applies, each legal blocked shape with
+   GROUP_M 8 (the caller refines GROUP_M of the winner), the register-capped 8 x 8 tiles on
+   NVIDIA, then tiled and naive. */
 static int candidates(const struct clkit_device_props *p, const problem *pr, clkit_config *out, int max)
 {
     int n = 0;
+    out[n++] = heuristic_config(p, pr);
+    if (pr->a->dtype == CLKIT_F32 && pr->opt.activation == CLKIT_ACT_NONE) {
+        clkit_config c = {0};
+        clkit_config_set(&c, "provider", 1);
+        out[n++] = c;
+    }
     for (size_t i = 0; i < NSHAPES && n < max; i++) {
         const int *s = block_shapes[i];
         clkit_config c = blocked(s[0], s[1], s[2], s[3], s[4], 8);
-        if (config_legal(p, &c)) out[n++] = c;
+        if (config_legal(p, &c) && memcmp(&c, &out[0], sizeof c) != 0) out[n++] = c;
     }
     /* On NVIDIA the 8 x 8 micro-tiles need ~140 registers, one 256-wide group per SM; capped
        at 128 two fit. */
@@ -210,11 +218,6 @@ static int candidates(const struct clkit_device_props *p, const problem *pr, clk
     for (size_t i = 0; i < 3 && n < max; i++) {
         clkit_config c = simple(simple_kernels[i][0], simple_kernels[i][1]);
         if (config_legal(p, &c)) out[n++] = c;
-    }
-    if (n < max && pr->a->dtype == CLKIT_F32 && pr->opt.activation == CLKIT_ACT_NONE) {
-        clkit_config c = {0};
-        clkit_config_set(&c, "provider", 1);
-        out[n++] = c;
     }
     return n;
 }
@@ -438,7 +441,7 @@ static clkit_status tune(clkit_context *ctx, const problem *pr, const clkit_tune
                          clkit_config *best)
 {
     clkit_config cands[32];
-    int n = candidates(&ctx->props, pr, cands, 24);
+    int n = candidates(&ctx->props, pr, cands, 32);
     clkit_tensor scratch;
     cl_mem buf;
     clkit_status s = clkit_scratch_like(ctx, pr->c, &scratch, &buf);
