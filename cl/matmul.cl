@@ -1,7 +1,7 @@
 /* Matrix multiplication: C = act(alpha * A @ B + beta * C) for A (M, K), B (K, N), C (M, N),
    batched through the second grid dimension (batch stride 0 broadcasts an operand).
 
-   Three kernels, as the matmul tutorials progress:
+   Four kernels, three as the matmul tutorials progress and one for decode-time shapes:
    - matmul_naive: one output element per work-item, operands read straight from global memory;
      every element of A and B is fetched N and M times.
    - matmul_tiled: TILE x TILE tiles staged through local memory; each global element is
@@ -12,6 +12,11 @@
      loaded into registers while the current one is multiplied: one barrier per slice),
      vector loads along the operand's contiguous dimension, and Triton's grouped program
      order (GROUP_M) so concurrently running work-groups share rows of A and columns of B in L2.
+   - matmul_skinny: for M of a few rows (a GEMV in all but name), where a tile of BLOCK_M rows
+     would idle most of its FMAs and too few work-groups would walk K one after another. B,
+     the only large operand, is streamed once: each work-group owns SK_COLS * 4 columns, its
+     SK_K lanes split K between them, every lane keeps all SK_M rows of its columns in
+     registers, and one local-memory reduction sums the lanes.
 
    Operand dtypes: -D A_DTYPE=F32|F16|BF16 (likewise B_DTYPE, C_DTYPE); values enter the
    multiply as f32 and accumulate in f32. Edges are masked: any M, N, K >= 1. */
@@ -326,6 +331,62 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void matmul_blocked(OPE
             int n = tile.y * BLOCK_N + thread_col(tn, j);
             if (n < N) epilogue(C, m * c_sm + n * c_sn, acc[i][j], alpha, beta, act, slope);
         }
+    }
+}
+#endif
+
+#if defined(SK_COLS)
+#define SK_WG (SK_COLS * SK_K)
+#define SK_W (SK_COLS * 4)
+
+/* 3-D range: (column blocks x SK_WG, row blocks, batch). */
+__kernel __attribute__((reqd_work_group_size(SK_WG, 1, 1))) void matmul_skinny(OPERANDS)
+{
+    __local float partial[SK_K * SK_M * SK_W];
+    long batch = get_global_id(2);
+    int tid = get_local_id(0), tx = tid % SK_COLS, ty = tid / SK_COLS;
+    int m0 = get_group_id(1) * SK_M, n0 = get_group_id(0) * SK_W + tx * 4;
+    A += a_off + batch * a_sb + (long)m0 * a_sm;
+    B += b_off + batch * b_sb;
+    int m_left = M - m0;
+    float acc[SK_M][4];
+#pragma unroll
+    for (int i = 0; i < SK_M; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
+    /* Lanes of one k row read adjacent float4s: each k row of the block is one coalesced
+       SK_W-wide read. */
+    for (int k = ty; k < K; k += SK_K) {
+        float4 b;
+#if VEC_B == 4
+        if (n0 + 3 < N) {
+            b = LOAD4_B(B, k * b_sk + n0);
+        } else
+#endif
+        {
+            b.x = n0 < N ? LOAD_B(B, k * b_sk + n0 * b_sn) : 0.0f;
+            b.y = n0 + 1 < N ? LOAD_B(B, k * b_sk + (n0 + 1) * b_sn) : 0.0f;
+            b.z = n0 + 2 < N ? LOAD_B(B, k * b_sk + (n0 + 2) * b_sn) : 0.0f;
+            b.w = n0 + 3 < N ? LOAD_B(B, k * b_sk + (n0 + 3) * b_sn) : 0.0f;
+        }
+#pragma unroll
+        for (int i = 0; i < SK_M; i++) {
+            float a = i < m_left ? LOAD_A(A, i * a_sm + k * a_sk) : 0.0f;
+            acc[i][0] = fma(a, b.x, acc[i][0]);
+            acc[i][1] = fma(a, b.y, acc[i][1]);
+            acc[i][2] = fma(a, b.z, acc[i][2]);
+            acc[i][3] = fma(a, b.w, acc[i][3]);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < SK_M; i++)
+        for (int j = 0; j < 4; j++) partial[(ty * SK_M + i) * SK_W + tx * 4 + j] = acc[i][j];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    C += c_off + batch * c_sb;
+    for (int o = tid; o < SK_M * SK_W; o += SK_WG) {
+        int i = o / SK_W, col = o % SK_W, m = m0 + i, n = get_group_id(0) * SK_W + col;
+        if (m >= M || n >= N) continue;
+        float sum = 0.0f;
+        for (int l = 0; l < SK_K; l++) sum += partial[(l * SK_M + i) * SK_W + col];
+        epilogue(C, m * c_sm + n * c_sn, sum, alpha, beta, act, slope);
     }
 }
 #endif

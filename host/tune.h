@@ -8,8 +8,7 @@
 #define CLKIT_CONFIG_MAX 16
 
 /* Named integer parameters. Upper-case names are kernel macros, passed as -D NAME=value;
-   lower-case names are for the host alone: "provider" (0: clkit's kernels, 1: CLBlast),
-   "nv_regs" (NVIDIA's -cl-nv-maxrregcount; 0: the compiler's choice). */
+   lower-case names are for the host alone: "provider" (0: clkit's kernels, 1: CLBlast). */
 typedef struct clkit_config {
     int n;
     struct {

@@ -210,6 +210,8 @@ START_TEST(every_config)
         "KERNEL=2,BLOCK_M=16,BLOCK_N=128,BLOCK_K=16,THREAD_M=2,THREAD_N=8,GROUP_M=8",
         "KERNEL=2,BLOCK_M=16,BLOCK_N=32,BLOCK_K=16,THREAD_M=2,THREAD_N=2,GROUP_M=8",
         "KERNEL=2,BLOCK_M=8,BLOCK_N=64,BLOCK_K=16,THREAD_M=1,THREAD_N=4,GROUP_M=8",
+        "KERNEL=3,SK_COLS=8,SK_K=32,SK_M=1", "KERNEL=3,SK_COLS=8,SK_K=16,SK_M=16",
+        "KERNEL=3,SK_COLS=16,SK_K=8,SK_M=4",
     };
     for (size_t i = 0; i < sizeof configs / sizeof *configs; i++) {
         run aligned = basic(128, 192, 64), ragged = basic(67, 45, 37);
@@ -220,6 +222,11 @@ START_TEST(every_config)
         check_run(ctx, &ragged, configs[i]);
         aligned.in = CLKIT_BF16;
         check_run(ctx, &aligned, configs[i]);
+        run skinny = basic(3, 130, 77);
+        skinny.opt.config = configs[i];
+        skinny.batch = 2;
+        skinny.a_bcast = 1;
+        check_run(ctx, &skinny, configs[i]);
     }
     clkit_context_release(ctx);
 }

@@ -9,7 +9,7 @@
 
 #include <clblast_c.h>
 
-enum { KERNEL_NAIVE, KERNEL_TILED, KERNEL_BLOCKED };
+enum { KERNEL_NAIVE, KERNEL_TILED, KERNEL_BLOCKED, KERNEL_SKINNY };
 
 typedef struct problem {
     const clkit_tensor *a, *b, *c;
@@ -119,12 +119,18 @@ static int config_legal(const struct clkit_device_props *p, const clkit_config *
 {
     int kernel = cfg(c, "KERNEL");
     if (clkit_config_get(c, "provider", 0)) return 1;
-    if (cfg(c, "nv_regs") && !p->nv_cc_major) return 0;
     if (kernel == KERNEL_NAIVE || kernel == KERNEL_TILED) {
         int t = cfg(c, "TILE");
         return t >= 1 && t <= 32 && (size_t)(t * t) <= p->max_work_group &&
                (uint64_t)(2 * t * (t + 1) * 4) <= p->local_mem;
     }
+    if (kernel == KERNEL_SKINNY) {
+        int cols = cfg(c, "SK_COLS"), lanes = cfg(c, "SK_K"), rows = cfg(c, "SK_M");
+        return pow2(cols) && pow2(lanes) && pow2(rows) && rows <= 16 &&
+               (size_t)(cols * lanes) <= p->max_work_group &&
+               16ull * (uint64_t)(lanes * rows * cols) <= p->local_mem;
+    }
+    if (kernel != KERNEL_BLOCKED) return 0;
     int bm = cfg(c, "BLOCK_M"), bn = cfg(c, "BLOCK_N"), bk = cfg(c, "BLOCK_K");
     int tm = cfg(c, "THREAD_M"), tn = cfg(c, "THREAD_N"), g = cfg(c, "GROUP_M");
     if (!pow2(bm) || !pow2(bn) || !pow2(bk) || !pow2(tm) || !pow2(tn) || g < 1 || tm > bm ||
@@ -146,6 +152,24 @@ static clkit_config blocked(int bm, int bn, int bk, int tm, int tn, int group)
     clkit_config_set(&c, "THREAD_N", tn);
     clkit_config_set(&c, "GROUP_M", group);
     return c;
+}
+
+static clkit_config skinny(int cols, int lanes, int rows)
+{
+    clkit_config c = {0};
+    clkit_config_set(&c, "KERNEL", KERNEL_SKINNY);
+    clkit_config_set(&c, "SK_COLS", cols);
+    clkit_config_set(&c, "SK_K", lanes);
+    clkit_config_set(&c, "SK_M", rows);
+    return c;
+}
+
+/* Rows a skinny work-group keeps: M rounded up to a power of two, at most 16. */
+static int skinny_rows(int64_t m)
+{
+    int r = 1;
+    while (r < m && r < 16) r *= 2;
+    return r;
 }
 
 static clkit_config simple(int kernel, int tile)
@@ -174,6 +198,11 @@ static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static clkit_config heuristic_config(const struct clkit_device_props *p, const problem *pr)
 {
     uint64_t want = p->is_gpu ? p->compute_units : p->compute_units * 4;
+    if (p->is_gpu && pr->m <= 16) {
+        int rows = skinny_rows(pr->m);
+        clkit_config c = skinny(8, rows <= 4 ? 32 : 16, rows);
+        if (config_legal(p, &c)) return c;
+    }
     clkit_config best = {0};
     int found = 0;
     for (size_t i = 0; i < NSHAPES; i++) {
@@ -191,8 +220,8 @@ static clkit_config heuristic_config(const struct clkit_device_props *p, const p
 
 /* Every candidate the tuner times, the likeliest first so that a time budget cuts the long
    tail: the heuristic default, CLBlast where it applies, each legal blocked shape with
-   GROUP_M 8 (the caller refines GROUP_M of the winner), the register-capped 8 x 8 tiles on
-   NVIDIA, then tiled and naive. */
+   GROUP_M 8 (the caller refines GROUP_M of the winner), the skinny kernel for a few rows,
+   then tiled and naive. */
 static int candidates(const struct clkit_device_props *p, const problem *pr, clkit_config *out, int max)
 {
     int n = 0;
@@ -207,12 +236,10 @@ static int candidates(const struct clkit_device_props *p, const problem *pr, clk
         clkit_config c = blocked(s[0], s[1], s[2], s[3], s[4], 8);
         if (config_legal(p, &c) && memcmp(&c, &out[0], sizeof c) != 0) out[n++] = c;
     }
-    /* On NVIDIA the 8 x 8 micro-tiles need ~140 registers, one 256-wide group per SM; capped
-       at 128 two fit. */
-    for (size_t i = 0; i < 2 && n < max && p->nv_cc_major; i++) {
-        clkit_config c = blocked(128, 128, i ? 8 : 16, 8, 8, 8);
-        clkit_config_set(&c, "nv_regs", 128);
-        if (config_legal(p, &c)) out[n++] = c;
+    static const int skinny_shapes[][2] = {{8, 32}, {8, 16}, {16, 16}, {8, 8}, {16, 8}, {32, 8}};
+    for (size_t i = 0; i < 6 && n < max && pr->m <= 32; i++) {
+        clkit_config c = skinny(skinny_shapes[i][0], skinny_shapes[i][1], skinny_rows(pr->m));
+        if (config_legal(p, &c) && memcmp(&c, &out[0], sizeof c) != 0) out[n++] = c;
     }
     static const int simple_kernels[][2] = {{KERNEL_TILED, 16}, {KERNEL_TILED, 32}, {KERNEL_NAIVE, 16}};
     for (size_t i = 0; i < 3 && n < max; i++) {
@@ -245,10 +272,11 @@ static void build_options(const problem *pr, const clkit_config *c, char *buf, s
 {
     char base[512];
     clkit_config_options(c, base, sizeof base);
-    int regs = cfg(c, "nv_regs");
     int used = snprintf(buf, n, "%s -D A_DTYPE=%s -D B_DTYPE=%s -D C_DTYPE=%s", base,
                         dtype_token(pr->a->dtype), dtype_token(pr->b->dtype), dtype_token(pr->c->dtype));
-    if (regs) used += snprintf(buf + used, n - (size_t)used, " -cl-nv-maxrregcount=%d", regs);
+    if (cfg(c, "KERNEL") == KERNEL_SKINNY)
+        snprintf(buf + used, n - (size_t)used, " -D VEC_B=%d",
+                 operand_vec(pr->bs[2], pr->bs[1], pr->bs[0], pr->b_off, 4, 4));
     if (cfg(c, "KERNEL") != KERNEL_BLOCKED) return;
     int bm = cfg(c, "BLOCK_M"), bn = cfg(c, "BLOCK_N"), bk = cfg(c, "BLOCK_K");
     int wg = (bm / cfg(c, "THREAD_M")) * (bn / cfg(c, "THREAD_N"));
@@ -278,7 +306,7 @@ static clkit_status set_operands(clkit_context *ctx, cl_kernel k, const problem 
 static clkit_status launch_clkit(clkit_context *ctx, const problem *pr, const clkit_config *c,
                                  const clkit_tensor *out)
 {
-    static const char *names[] = {"matmul_naive", "matmul_tiled", "matmul_blocked"};
+    static const char *names[] = {"matmul_naive", "matmul_tiled", "matmul_blocked", "matmul_skinny"};
     int kernel = cfg(c, "KERNEL");
     char opts[1024];
     build_options(pr, c, opts, sizeof opts);
@@ -294,6 +322,16 @@ static clkit_status launch_clkit(clkit_context *ctx, const problem *pr, const cl
         size_t global[2] = {(size_t)(ceil_div(pr->m, bm) * ceil_div(pr->n, bn)) * wg, (size_t)pr->batch};
         size_t local[2] = {wg, 1};
         return clkit_launch(ctx, k, 2, global, local);
+    }
+    if (kernel == KERNEL_SKINNY) {
+        int cols = cfg(c, "SK_COLS") * 4;
+        size_t wg = (size_t)(cfg(c, "SK_COLS") * cfg(c, "SK_K"));
+        if (wg > limit)
+            return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "matmul config needs %zu work-items, kernel allows %zu", wg, limit);
+        size_t global[3] = {(size_t)ceil_div(pr->n, cols) * wg, (size_t)ceil_div(pr->m, cfg(c, "SK_M")),
+                            (size_t)pr->batch};
+        size_t local[3] = {wg, 1, 1};
+        return clkit_launch(ctx, k, 3, global, local);
     }
     size_t t = (size_t)cfg(c, "TILE");
     if (t * t > limit)
