@@ -111,7 +111,7 @@ START_TEST(bad_input)
 {
     clkit_context *ctx = tu_ctx();
     cl_mem b = tu_buffer(ctx, CLKIT_F32, 64, NULL), c = tu_buffer(ctx, CLKIT_F32, 64, NULL);
-    double before[64], after[64];
+    double before[64];
     tu_read(ctx, c, CLKIT_F32, 64, before);
     int64_t s16[1] = {16}, s8[1] = {8}, s65[1] = {65}, sneg[1] = {-1};
     clkit_tensor x = clkit_tensor_contiguous(b, CLKIT_F32, 1, s16), out = clkit_tensor_contiguous(c, CLKIT_F32, 1, s16);
@@ -165,9 +165,7 @@ START_TEST(bad_input)
     clkit_tensor shifted = x;
     shifted.offset = 4;
     TU_EXPECT(CLKIT_ERR_OVERLAP, clkit_add(ctx, &x, &x, &shifted));
-    TU_CHECK(clkit_finish(ctx));
-    tu_read(ctx, c, CLKIT_F32, 64, after);
-    ck_assert_msg(memcmp(before, after, sizeof before) == 0, "a rejected call wrote its output");
+    tu_assert_unchanged(ctx, c, CLKIT_F32, 64, before);
     clReleaseMemObject(b);
     clReleaseMemObject(c);
     clkit_context_release(ctx);

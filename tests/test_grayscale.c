@@ -150,7 +150,7 @@ START_TEST(bad_input)
 {
     clkit_context *ctx = tu_ctx();
     cl_mem b = tu_buffer(ctx, CLKIT_F32, 64, NULL), c = tu_buffer(ctx, CLKIT_F32, 64, NULL);
-    double before[64], after[64];
+    double before[64];
     tu_read(ctx, c, CLKIT_F32, 64, before);
     int64_t s3[3] = {3, 4, 4}, s2[2] = {4, 4};
     clkit_tensor rgb = clkit_tensor_contiguous(b, CLKIT_F32, 3, s3);
@@ -210,9 +210,7 @@ START_TEST(bad_input)
     clkit_tensor g = gray;
     g.offset = 40 * 4;
     TU_EXPECT(CLKIT_ERR_OVERLAP, clkit_rgb_to_gray(ctx, &t, &g));
-    TU_CHECK(clkit_finish(ctx));
-    tu_read(ctx, c, CLKIT_F32, 64, after);
-    ck_assert_msg(memcmp(before, after, sizeof before) == 0, "a rejected call wrote its output");
+    tu_assert_unchanged(ctx, c, CLKIT_F32, 64, before);
     clReleaseMemObject(b);
     clReleaseMemObject(c);
     clkit_context_release(ctx);

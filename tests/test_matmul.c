@@ -259,7 +259,7 @@ START_TEST(bad_input)
     clkit_context *ctx = tu_ctx();
     operand a = make(ctx, CLKIT_F32, 0, 8, 6, 'n', 0, 0, 1), b = make(ctx, CLKIT_F32, 0, 6, 4, 'n', 0, 0, 2);
     operand c = make(ctx, CLKIT_F32, 0, 8, 4, 'n', 0, 0, 3), h = make(ctx, CLKIT_F16, 0, 6, 4, 'n', 0, 0, 4);
-    double before[32], after[32];
+    double before[32];
     tu_read(ctx, c.buf, CLKIT_F32, 32, before);
     ck_assert_int_eq(clkit_matmul(NULL, &a.t, &b.t, &c.t, NULL), CLKIT_ERR_NULL_ARGUMENT);
     TU_EXPECT(CLKIT_ERR_NULL_ARGUMENT, clkit_matmul(ctx, NULL, &b.t, &c.t, NULL));
@@ -306,9 +306,7 @@ START_TEST(bad_input)
     bstr[0] = 0;
     a3 = tu_view(a.buf, CLKIT_F32, 3, bshape, bstr, 0);
     TU_EXPECT(CLKIT_ERR_SHAPE, clkit_matmul(ctx, &a3, &b.t, &c.t, NULL));       /* batch into 2-D C */
-    TU_CHECK(clkit_finish(ctx));
-    tu_read(ctx, c.buf, CLKIT_F32, 32, after);
-    ck_assert_msg(memcmp(before, after, sizeof before) == 0, "a rejected call wrote C");
+    tu_assert_unchanged(ctx, c.buf, CLKIT_F32, 32, before);
     drop(&a), drop(&b), drop(&c), drop(&h);
     clkit_context_release(ctx);
 }

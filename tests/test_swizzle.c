@@ -127,7 +127,7 @@ START_TEST(bad_input)
 {
     clkit_context *ctx = tu_ctx();
     cl_mem b = tu_buffer(ctx, CLKIT_F32, 64, NULL), c = tu_buffer(ctx, CLKIT_F32, 64, NULL);
-    double before[64], after[64];
+    double before[64];
     tu_read(ctx, c, CLKIT_F32, 64, before);
     int64_t s44[2] = {4, 4}, s45[2] = {4, 5}, s16[1] = {16}, s3[3] = {1, 4, 4}, neg[2] = {-4, 4};
     clkit_tensor x = clkit_tensor_contiguous(b, CLKIT_F32, 2, s44);
@@ -172,9 +172,7 @@ START_TEST(bad_input)
     t = out;
     t.offset = 12 * 4;
     TU_EXPECT(CLKIT_ERR_OVERLAP, clkit_swizzle2d(ctx, &out, &t, 2));
-    TU_CHECK(clkit_finish(ctx));
-    tu_read(ctx, c, CLKIT_F32, 64, after);
-    ck_assert_msg(memcmp(before, after, sizeof before) == 0, "a rejected call wrote its output");
+    tu_assert_unchanged(ctx, c, CLKIT_F32, 64, before);
     clReleaseMemObject(b);
     clReleaseMemObject(c);
     clkit_context_release(ctx);

@@ -1,5 +1,7 @@
 #include "util.h"
 
+#include <string.h>
+
 clkit_context *tu_ctx(void)
 {
     clkit_context *ctx = NULL;
@@ -29,6 +31,18 @@ void tu_assert_close(const double *got, const double *want, size_t n, double ato
     if (i >= 0)
         ck_abort_msg("%s: element %lld is %.9g, expected %.9g (atol %g, rtol %g)", what,
                      (long long)i, got[i], want[i], atol, rtol);
+}
+
+void tu_assert_unchanged(clkit_context *ctx, cl_mem buf, clkit_dtype dtype, size_t n,
+                         const double *before)
+{
+    ck_assert_int_eq(clkit_finish(ctx), CLKIT_OK);
+    double *after = malloc(n * sizeof *after);
+    ck_assert(after != NULL);
+    tu_read(ctx, buf, dtype, n, after);
+    int same = memcmp(before, after, n * sizeof *after) == 0;
+    free(after);
+    ck_assert_msg(same, "a rejected call wrote its output");
 }
 
 clkit_tensor tu_view(cl_mem buf, clkit_dtype dtype, int ndim, const int64_t *shape,

@@ -21,6 +21,9 @@ void tu_read(clkit_context *ctx, cl_mem buf, clkit_dtype dtype, size_t n, double
 /* Asserts every element is close; the message names the first bad index. */
 void tu_assert_close(const double *got, const double *want, size_t n, double atol, double rtol,
                      const char *what);
+/* After a rejected call: clkit_finish, then buf's first n elements must equal `before`. */
+void tu_assert_unchanged(clkit_context *ctx, cl_mem buf, clkit_dtype dtype, size_t n,
+                         const double *before);
 /* A strided tensor over buf: strides in elements, offset in elements. */
 clkit_tensor tu_view(cl_mem buf, clkit_dtype dtype, int ndim, const int64_t *shape,
                      const int64_t *strides, size_t offset_elems);
