@@ -2,11 +2,13 @@
    primes, K = 1, skinny, transposed and padded views, alpha/beta, activations, batches with
    broadcast, every dtype combination, every kernel configuration the tuner may choose, CLBlast
    as a second opinion; and bad input. */
+#define _GNU_SOURCE
 #include "util.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct operand {
     cl_mem buf;
@@ -312,6 +314,34 @@ START_TEST(bad_input)
 }
 END_TEST
 
+/* With CLKIT_AUTOTUNE=1 a cache miss tunes on the call's own shape: candidates write a
+   scratch copy, so C gets exactly one alpha A B + beta C, and the winner is stored. */
+START_TEST(autotune_on_first_use)
+{
+    char dir[] = "/tmp/clkit-autotune-XXXXXX";
+    ck_assert(mkdtemp(dir) != NULL);
+    setenv("CLKIT_CACHE_DIR", dir, 1);
+    setenv("CLKIT_AUTOTUNE", "1", 1);
+    clkit_context *ctx = tu_ctx();
+    run r = basic(24, 20, 12);
+    r.opt.beta = 1.0f;
+    r.lb = 't';
+    check_run(ctx, &r, "autotuned call");
+    unsetenv("CLKIT_AUTOTUNE");
+    char path[128];
+    snprintf(path, sizeof path, "%s/tuned.json", dir);
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "no tuned entry was stored");
+    fclose(f);
+    operand a = make(ctx, CLKIT_F32, 0, 8, 8, 'n', 0, 0, 1), c = make(ctx, CLKIT_F32, 0, 8, 8, 'n', 0, 0, 2);
+    clkit_matmul_options o = clkit_matmul_defaults();
+    o.provider = CLKIT_PROVIDER_CLBLAST;
+    TU_EXPECT(CLKIT_ERR_INVALID_VALUE, clkit_tune_matmul(ctx, &a.t, &a.t, &c.t, &o, NULL));
+    drop(&a), drop(&c);
+    clkit_context_release(ctx);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("matmul");
@@ -324,6 +354,7 @@ int main(void)
     tcase_add_test(tc, every_config);
     tcase_add_test(tc, clblast_provider);
     tcase_add_test(tc, bad_input);
+    tcase_add_test(tc, autotune_on_first_use);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }
