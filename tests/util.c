@@ -45,6 +45,24 @@ void tu_assert_unchanged(clkit_context *ctx, cl_mem buf, clkit_dtype dtype, size
     ck_assert_msg(same, "a rejected call wrote its output");
 }
 
+tu_guard tu_guard_begin(void)
+{
+    tu_guard g;
+    g.ctx = tu_ctx();
+    g.in = tu_buffer(g.ctx, CLKIT_F32, 64, NULL);
+    g.out = tu_buffer(g.ctx, CLKIT_F32, 64, NULL);
+    tu_read(g.ctx, g.out, CLKIT_F32, 64, g.before);
+    return g;
+}
+
+void tu_guard_end(tu_guard *g)
+{
+    tu_assert_unchanged(g->ctx, g->out, CLKIT_F32, 64, g->before);
+    clReleaseMemObject(g->in);
+    clReleaseMemObject(g->out);
+    clkit_context_release(g->ctx);
+}
+
 clkit_tensor tu_view(cl_mem buf, clkit_dtype dtype, int ndim, const int64_t *shape,
                      const int64_t *strides, size_t offset_elems)
 {

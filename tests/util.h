@@ -24,6 +24,15 @@ void tu_assert_close(const double *got, const double *want, size_t n, double ato
 /* After a rejected call: clkit_finish, then buf's first n elements must equal `before`. */
 void tu_assert_unchanged(clkit_context *ctx, cl_mem buf, clkit_dtype dtype, size_t n,
                          const double *before);
+/* Bad-input fixture: a context and two 64-element f32 buffers; end asserts that `out` is
+   unchanged (no rejected call wrote it) and releases everything. */
+typedef struct tu_guard {
+    clkit_context *ctx;
+    cl_mem in, out;
+    double before[64];
+} tu_guard;
+tu_guard tu_guard_begin(void);
+void tu_guard_end(tu_guard *g);
 /* A strided tensor over buf: strides in elements, offset in elements. */
 clkit_tensor tu_view(cl_mem buf, clkit_dtype dtype, int ndim, const int64_t *shape,
                      const int64_t *strides, size_t offset_elems);
