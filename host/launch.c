@@ -101,8 +101,18 @@ void clkit_record_event(clkit_context *ctx, cl_event ev)
     ctx->last_event = ev;
 }
 
+/* A kernel declaring reqd_work_group_size builds only for a size the compiler commits to
+   running, so that size is its limit: NVIDIA's driver (580) still answers
+   CL_KERNEL_WORK_GROUP_SIZE with 256 for such kernels while 1024 runs. Other kernels get the
+   driver's answer. */
 size_t clkit_kernel_wg_limit(clkit_context *ctx, cl_kernel k)
 {
+    size_t compiled[3] = {0, 0, 0};
+    if (clGetKernelWorkGroupInfo(k, ctx->device, CL_KERNEL_COMPILE_WORK_GROUP_SIZE, sizeof compiled,
+                                 compiled, NULL) == CL_SUCCESS) {
+        size_t n = compiled[0] * compiled[1] * compiled[2];
+        if (n && n <= ctx->props.max_work_group) return n;
+    }
     size_t wg = 0;
     if (clGetKernelWorkGroupInfo(k, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL) !=
             CL_SUCCESS || wg == 0)

@@ -69,19 +69,6 @@ static clkit_status build_with_fallback(clkit_context *ctx, const clkit_softmax_
     return build(ctx, plan, dtype, true, k);
 }
 
-/* The kernels declare reqd_work_group_size, so a build succeeds only for a size the compiler
-   commits to running; NVIDIA's driver (580, H200) still answers CL_KERNEL_WORK_GROUP_SIZE
-   with 256 for them, while 1024 runs. Other limits come from the device's answer. */
-static size_t wg_limit(clkit_context *ctx, cl_kernel k, size_t planned)
-{
-    size_t compiled[3] = {0, 0, 0};
-    if (clGetKernelWorkGroupInfo(k, ctx->device, CL_KERNEL_COMPILE_WORK_GROUP_SIZE,
-                                 sizeof compiled, compiled, NULL) == CL_SUCCESS &&
-        compiled[0] == planned)
-        return planned;
-    return clkit_kernel_wg_limit(ctx, k);
-}
-
 /* Builds the planned kernel; when the built kernel cannot run the planned work-group,
    re-plans within its limit (a smaller team, or the online path). */
 static clkit_status plan_kernel(clkit_context *ctx, const layout *l, clkit_dtype dtype,
@@ -93,7 +80,7 @@ static clkit_status plan_kernel(clkit_context *ctx, const layout *l, clkit_dtype
     for (;;) {
         clkit_status s = build_with_fallback(ctx, plan, dtype, k);
         if (s) return s;
-        size_t wg = (size_t)plan->team * plan->rows, limit = wg_limit(ctx, *k, wg);
+        size_t wg = (size_t)plan->team * plan->rows, limit = clkit_kernel_wg_limit(ctx, *k);
         if (wg <= limit) return CLKIT_OK;
         clkit_softmax_plan next = clkit_softmax_heuristic(&ctx->props, span, vec, limit);
         if ((size_t)next.team * next.rows >= wg)
