@@ -159,6 +159,65 @@ clkit_matmul_options clkit_matmul_defaults(void);
 clkit_status clkit_matmul(clkit_context *ctx, const clkit_tensor *a, const clkit_tensor *b,
                           const clkit_tensor *c, const clkit_matmul_options *opt);
 
+/* ---- layer norm ---- */
+/* y = (x - mean) * rstd * weight + bias over the last dimension of (M, N), any row strides.
+   x and y f32, f16 or bf16 (alike); weight and bias (N) in x's dtype, each may be NULL (no
+   affine part). mean and rstd (M, f32) receive the row statistics for the backward; either
+   may be NULL. eps > 0 guards the variance (rstd = 1 / sqrt(var + eps)). */
+clkit_status clkit_layernorm_forward(clkit_context *ctx, const clkit_tensor *x,
+                                     const clkit_tensor *weight, const clkit_tensor *bias,
+                                     float eps, const clkit_tensor *y, const clkit_tensor *mean,
+                                     const clkit_tensor *rstd);
+/* Gradients of clkit_layernorm_forward given dy, the same x and weight (NULL when the forward
+   had none) and the saved mean and rstd. dx (M, N) in x's dtype; dweight and dbias (N) in
+   x's dtype, accumulated in f32, each may be NULL. Deterministic: partial sums over a fixed
+   partition of the rows, reduced in a fixed order, so reruns are bitwise equal. */
+clkit_status clkit_layernorm_backward(clkit_context *ctx, const clkit_tensor *dy,
+                                      const clkit_tensor *x, const clkit_tensor *weight,
+                                      const clkit_tensor *mean, const clkit_tensor *rstd,
+                                      const clkit_tensor *dx, const clkit_tensor *dweight,
+                                      const clkit_tensor *dbias);
+
+/* ---- cross-entropy ---- */
+typedef enum clkit_reduction {
+    CLKIT_REDUCTION_MEAN,  /* over the tokens whose target is not ignore_index (0 if none) */
+    CLKIT_REDUCTION_SUM,
+    CLKIT_REDUCTION_NONE   /* one loss per token; gradients of their sum */
+} clkit_reduction;
+typedef struct clkit_cross_entropy_options {
+    int64_t ignore_index;      /* tokens with this target add no loss and no gradient */
+    clkit_reduction reduction;
+    float label_smoothing;     /* in [0, 1]: targets (1 - e) one-hot + e / V, as PyTorch */
+    float softcap;             /* > 0: logits become softcap * tanh(z / softcap) first */
+    float z_loss_scale;        /* > 0: adds z_loss_scale * lse^2 per token to the loss */
+    /* Receives the z-loss part alone (reduced like the loss), f32, shaped like loss; NULL:
+       not wanted. */
+    const clkit_tensor *z_loss;
+} clkit_cross_entropy_options;
+/* ignore_index -100, mean, no smoothing, no soft-cap, no z-loss. */
+clkit_cross_entropy_options clkit_cross_entropy_defaults(void);
+/* Fused log-softmax + negative log-likelihood over the rows of logits (T, V), any strides.
+   logits f32, f16 or bf16; targets (T) i32 or i64; loss f32, shape (1) for mean and sum, (T)
+   for none. dlogits (T, V, logits' dtype) receives the gradient of the loss and may be
+   exactly logits (an in-place gradient); NULL: forward only. A target outside [0, V) other
+   than ignore_index fails with CLKIT_ERR_INVALID_VALUE, found without reading outside
+   logits (the check waits for the device). opt NULL: the defaults. */
+clkit_status clkit_cross_entropy(clkit_context *ctx, const clkit_tensor *logits,
+                                 const clkit_tensor *targets,
+                                 const clkit_cross_entropy_options *opt, const clkit_tensor *loss,
+                                 const clkit_tensor *dlogits);
+/* clkit_cross_entropy of the logits x (T, D) @ weight (V, D)^T + bias (V, may be NULL), which
+   are never stored whole: V is walked in chunks whose logits live in a bounded scratch
+   buffer, with an online log-sum-exp across chunks; the backward recomputes each chunk.
+   x, weight, bias and the gradients dx (T, D), dweight (V, D), dbias (V) share one dtype (f32,
+   f16, bf16); the weight gradients accumulate in f32. Any gradient may be NULL. */
+clkit_status clkit_linear_cross_entropy(clkit_context *ctx, const clkit_tensor *x,
+                                        const clkit_tensor *weight, const clkit_tensor *bias,
+                                        const clkit_tensor *targets,
+                                        const clkit_cross_entropy_options *opt,
+                                        const clkit_tensor *loss, const clkit_tensor *dx,
+                                        const clkit_tensor *dweight, const clkit_tensor *dbias);
+
 /* ---- autotuning ---- */
 typedef struct clkit_tune_options {
     double budget_s;   /* stop trying candidates after this many seconds; 0: no limit */

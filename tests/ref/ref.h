@@ -49,4 +49,8 @@ void ref_matmul(const ref_matrix *a, const ref_matrix *b, ref_matrix *c, int64_t
                 int64_t m, int64_t n, int64_t k, double alpha, double beta, int act, double slope,
                 double *abs_sum);
 
+/* ---- layernorm (layernorm.c) ---- */
+
+/* ---- cross-entropy (cross_entropy.c) ---- */
+
 #endif

@@ -1,0 +1,2 @@
+/* Cross-entropy: to be written. */
+#include "common.h"

@@ -1,0 +1,2 @@
+/* cross_entropy reference: to be written. */
+#include "ref.h"

@@ -1,0 +1,2 @@
+/* layernorm reference: to be written. */
+#include "ref.h"
