@@ -22,6 +22,7 @@ struct clkit_context {
     clkit_program *programs;  /* in-memory program cache, most recent first */
     bool recording;           /* between clkit_profile_begin and _end */
     cl_event first_event, last_event;
+    uint64_t scratch_now, scratch_peak;  /* bytes of scratch buffers held by ops */
     char error[8192];
 };
 
@@ -91,8 +92,13 @@ clkit_status clkit_check_disjoint(clkit_context *ctx, const clkit_tensor *out, c
 int64_t clkit_numel(const clkit_tensor *t);
 /* A new buffer covering exactly the bytes t's view reaches, and t re-based onto it: where a
    tuner writes candidates' results without touching the caller's output. */
+/* A device scratch buffer of `bytes` for an op's intermediate results, counted toward
+   clkit_scratch_peak until clkit_scratch_release. Releasing right after enqueueing the last
+   kernel that uses it is safe: OpenCL keeps the memory until those commands finish. */
+clkit_status clkit_scratch_alloc(clkit_context *ctx, size_t bytes, cl_mem *buffer);
+void clkit_scratch_release(clkit_context *ctx, cl_mem buffer, size_t bytes);
 clkit_status clkit_scratch_like(clkit_context *ctx, const clkit_tensor *t, clkit_tensor *out,
-                                cl_mem *buffer);
+                                cl_mem *buffer, size_t *bytes);
 const char *clkit_dtype_macro(clkit_dtype t);
 
 /* A view normalised for kernels: 4 dims, leading ones padded, offset in elements. */

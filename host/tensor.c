@@ -243,14 +243,40 @@ bool clkit_view_is_dense(const clkit_view *v, int ndim)
     return ndim == 1 && v->strides.s[CLKIT_MAX_DIMS - 1] == 1;
 }
 
+clkit_status clkit_scratch_alloc(clkit_context *ctx, size_t bytes, cl_mem *buffer)
+{
+    cl_int err;
+    *buffer = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, bytes ? bytes : 1, NULL, &err);
+    if (!*buffer)
+        return clkit_cl_fail(ctx, err, "clCreateBuffer (scratch)");
+    ctx->scratch_now += bytes;
+    if (ctx->scratch_now > ctx->scratch_peak) ctx->scratch_peak = ctx->scratch_now;
+    return CLKIT_OK;
+}
+
+void clkit_scratch_release(clkit_context *ctx, cl_mem buffer, size_t bytes)
+{
+    if (!buffer) return;
+    clReleaseMemObject(buffer);
+    ctx->scratch_now -= bytes < ctx->scratch_now ? bytes : ctx->scratch_now;
+}
+
+uint64_t clkit_scratch_peak(clkit_context *ctx, int reset)
+{
+    if (!ctx) return 0;
+    uint64_t peak = ctx->scratch_peak;
+    if (reset) ctx->scratch_peak = ctx->scratch_now;
+    return peak;
+}
+
 clkit_status clkit_scratch_like(clkit_context *ctx, const clkit_tensor *t, clkit_tensor *out,
-                                cl_mem *buffer)
+                                cl_mem *buffer, size_t *bytes)
 {
     int64_t lo, hi;
     byte_range(t, &lo, &hi);
-    cl_int err;
-    *buffer = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, (size_t)(hi - lo), NULL, &err);
-    if (!*buffer) return clkit_cl_fail(ctx, err, "clCreateBuffer (scratch)");
+    *bytes = (size_t)(hi - lo);
+    clkit_status s = clkit_scratch_alloc(ctx, *bytes, buffer);
+    if (s) return s;
     *out = *t;
     out->buffer = *buffer;
     out->offset = t->offset - (size_t)lo;

@@ -106,6 +106,10 @@ size_t       clkit_dtype_size(clkit_dtype t);
 clkit_status clkit_profile_begin(clkit_context *ctx);
 clkit_status clkit_profile_end(clkit_context *ctx, double *ms);
 
+/* Most device memory (bytes) the ops of this context held at once for intermediate results
+   since the context was made or the last reset (reset nonzero). */
+uint64_t     clkit_scratch_peak(clkit_context *ctx, int reset);
+
 /* ---- tensors ---- */
 clkit_tensor clkit_tensor_contiguous(cl_mem buffer, clkit_dtype dtype, int ndim,
                                      const int64_t *shape);

@@ -482,7 +482,8 @@ static clkit_status tune(clkit_context *ctx, const problem *pr, const clkit_tune
     int n = candidates(&ctx->props, pr, cands, 32);
     clkit_tensor scratch;
     cl_mem buf;
-    clkit_status s = clkit_scratch_like(ctx, pr->c, &scratch, &buf);
+    size_t bytes;
+    clkit_status s = clkit_scratch_like(ctx, pr->c, &scratch, &buf, &bytes);
     if (s) return s;
     tune_run run = {pr, &scratch};
     clkit_tune_key key = tune_key(pr);
@@ -494,7 +495,7 @@ static clkit_status tune(clkit_context *ctx, const problem *pr, const clkit_tune
         clkit_config_set(&groups[2], "GROUP_M", 4);
         s = clkit_autotune(ctx, &key, groups, 3, run_candidate, &run, topt, best);
     }
-    clReleaseMemObject(buf);
+    clkit_scratch_release(ctx, buf, bytes);
     return s;
 }
 
