@@ -90,13 +90,13 @@ clkit_status clkit_check_output(clkit_context *ctx, const clkit_tensor *out, con
 clkit_status clkit_check_disjoint(clkit_context *ctx, const clkit_tensor *out, const char *on,
                                   const clkit_tensor *in, const char *in_name, bool allow_alias);
 int64_t clkit_numel(const clkit_tensor *t);
-/* A new buffer covering exactly the bytes t's view reaches, and t re-based onto it: where a
-   tuner writes candidates' results without touching the caller's output. */
 /* A device scratch buffer of `bytes` for an op's intermediate results, counted toward
    clkit_scratch_peak until clkit_scratch_release. Releasing right after enqueueing the last
    kernel that uses it is safe: OpenCL keeps the memory until those commands finish. */
 clkit_status clkit_scratch_alloc(clkit_context *ctx, size_t bytes, cl_mem *buffer);
 void clkit_scratch_release(clkit_context *ctx, cl_mem buffer, size_t bytes);
+/* A new buffer covering exactly the bytes t's view reaches, and t re-based onto it: where a
+   tuner writes candidates' results without touching the caller's output. */
 clkit_status clkit_scratch_like(clkit_context *ctx, const clkit_tensor *t, clkit_tensor *out,
                                 cl_mem *buffer, size_t *bytes);
 const char *clkit_dtype_macro(clkit_dtype t);
