@@ -134,7 +134,7 @@ static int config_legal(const struct clkit_device_props *p, const clkit_config *
     int bm = cfg(c, "BLOCK_M"), bn = cfg(c, "BLOCK_N"), bk = cfg(c, "BLOCK_K");
     int tm = cfg(c, "THREAD_M"), tn = cfg(c, "THREAD_N"), g = cfg(c, "GROUP_M");
     if (!pow2(bm) || !pow2(bn) || !pow2(bk) || !pow2(tm) || !pow2(tn) || g < 1 || tm > bm ||
-        tn > bn || tm > 8 || tn > 8)
+        tn > bn || tm > 16 || tn > 16 || tm * tn > 128)
         return 0;
     int wg = (bm / tm) * (bn / tn);
     return (size_t)wg <= p->max_work_group && (bm * bk) % wg == 0 && (bn * bk) % wg == 0 &&
@@ -183,10 +183,11 @@ static clkit_config simple(int kernel, int tile)
 /* The register-blocked shapes the tuner tries, largest first: (BLOCK_M, BLOCK_N, BLOCK_K,
    THREAD_M, THREAD_N). */
 static const int block_shapes[][5] = {
-    {128, 128, 16, 8, 8}, {128, 128, 8, 8, 8}, {128, 64, 16, 8, 4}, {64, 128, 16, 4, 8},
-    {128, 64, 8, 8, 4},   {64, 128, 8, 4, 8},  {64, 64, 16, 4, 4},  {64, 64, 8, 4, 4},
-    {64, 32, 16, 4, 4},   {32, 64, 16, 4, 4},  {32, 32, 8, 4, 4},   {16, 128, 16, 2, 8},
-    {16, 64, 16, 2, 4},   {16, 32, 16, 2, 2},  {8, 64, 16, 1, 4},
+    {128, 256, 8, 8, 16}, {256, 128, 8, 16, 8},  {128, 128, 16, 8, 16}, {128, 128, 8, 16, 8},
+    {128, 128, 16, 8, 8}, {128, 128, 8, 8, 8},   {128, 64, 16, 8, 4},   {64, 128, 16, 4, 8},
+    {128, 64, 8, 8, 4},   {64, 128, 8, 4, 8},    {64, 64, 16, 4, 4},    {64, 64, 8, 4, 4},
+    {64, 32, 16, 4, 4},   {32, 64, 16, 4, 4},    {32, 32, 8, 4, 4},     {16, 128, 16, 2, 8},
+    {16, 64, 16, 2, 4},   {16, 32, 16, 2, 2},    {8, 64, 16, 1, 4},
 };
 #define NSHAPES (sizeof block_shapes / sizeof *block_shapes)
 
@@ -199,8 +200,10 @@ static clkit_config heuristic_config(const struct clkit_device_props *p, const p
 {
     uint64_t want = p->is_gpu ? p->compute_units : p->compute_units * 4;
     if (p->is_gpu && pr->m <= 16) {
-        int rows = skinny_rows(pr->m);
-        clkit_config c = skinny(8, rows <= 4 ? 32 : 16, rows);
+        /* Narrower column blocks until every compute unit streams B from two work-groups. */
+        int rows = skinny_rows(pr->m), cols = 8;
+        while (cols > 2 && (uint64_t)ceil_div(pr->n, 4 * cols) * pr->batch < 2ull * want) cols /= 2;
+        clkit_config c = skinny(cols, (rows <= 4 ? 256 : 128) / cols, rows);
         if (config_legal(p, &c)) return c;
     }
     clkit_config best = {0};
@@ -236,8 +239,9 @@ static int candidates(const struct clkit_device_props *p, const problem *pr, clk
         clkit_config c = blocked(s[0], s[1], s[2], s[3], s[4], 8);
         if (config_legal(p, &c) && memcmp(&c, &out[0], sizeof c) != 0) out[n++] = c;
     }
-    static const int skinny_shapes[][2] = {{8, 32}, {8, 16}, {16, 16}, {8, 8}, {16, 8}, {32, 8}};
-    for (size_t i = 0; i < 6 && n < max && pr->m <= 32; i++) {
+    static const int skinny_shapes[][2] = {{8, 32}, {4, 64}, {2, 128}, {4, 32}, {2, 64},
+                                           {8, 16}, {16, 16}, {8, 8}, {16, 8}, {32, 8}};
+    for (size_t i = 0; i < 10 && n < max && pr->m <= 32; i++) {
         clkit_config c = skinny(skinny_shapes[i][0], skinny_shapes[i][1], skinny_rows(pr->m));
         if (config_legal(p, &c) && memcmp(&c, &out[0], sizeof c) != 0) out[n++] = c;
     }
@@ -478,8 +482,8 @@ static clkit_status run_candidate(clkit_context *ctx, const clkit_config *c, voi
 static clkit_status tune(clkit_context *ctx, const problem *pr, const clkit_tune_options *topt,
                          clkit_config *best)
 {
-    clkit_config cands[32];
-    int n = candidates(&ctx->props, pr, cands, 32);
+    clkit_config cands[40];
+    int n = candidates(&ctx->props, pr, cands, 40);
     clkit_tensor scratch;
     cl_mem buf;
     size_t bytes;

@@ -50,6 +50,19 @@ void ref_matmul(const ref_matrix *a, const ref_matrix *b, ref_matrix *c, int64_t
                 double *abs_sum);
 
 /* ---- layernorm (layernorm.c) ---- */
+/* y = (x - mean) * rstd * w + b over each row of x (m, n), row-major, with the two-pass
+   mean and variance (rstd = 1 / sqrt(var + eps)); w and b (n) may each be NULL (ones,
+   zeros); y, mean and rstd (m) may each be NULL. */
+void ref_layernorm_forward(const double *x, const double *w, const double *b, double eps,
+                           int64_t m, int64_t n, double *y, double *mean, double *rstd);
+/* Gradients of sum(y * dy) given the forward's mean and rstd (as stored, so that the device
+   and the reference start from the same statistics): dx (m, n), dw and db (n); any may be
+   NULL, w NULL means ones. The *_mag arrays (may be NULL) receive the sums of magnitudes
+   behind each result, the scale of its rounding error. */
+void ref_layernorm_backward(const double *dy, const double *x, const double *w,
+                            const double *mean, const double *rstd, int64_t m, int64_t n,
+                            double *dx, double *dw, double *db, double *dx_mag, double *dw_mag,
+                            double *db_mag);
 
 /* ---- cross-entropy (cross_entropy.c) ---- */
 
