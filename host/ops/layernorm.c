@@ -1,13 +1,490 @@
-/* clkit_layernorm_forward / _backward: to be written. */
+/* clkit_layernorm_forward / _backward: layer norm over the rows of (M, N), see
+   cl/layernorm.cl.
+
+   The plan (team of work-items per row, rows per group, values per work-item, on chip or
+   looping) comes from the row length, the layout and the device, as for softmax; the grid is
+   persistent: G = compute units x the groups one unit holds (by work-items and the built
+   kernel's local memory), at most the number of row blocks. The backward's dw and db go
+   through P = G x ROWS partial rows, one per team (2P x N floats of scratch, G halved until
+   that fits one allocation), and a second kernel that sums them column by column in a fixed
+   order: since G depends only on M, N, the dtype, the layout and the device, reruns are
+   bitwise equal. */
 #include "../internal.h"
+
+#include <math.h>
+#include <stdio.h>
+
+/* Kernel flags, as cl/layernorm.cl names them. */
+enum {
+    LN_HAS_W = 1, LN_HAS_B = 2, LN_WANT_MEAN = 4, LN_WANT_RSTD = 8, LN_WB_VEC = 16,
+    LN_WANT_DWDB = 32, LN_WANT_DW = 64, LN_WANT_DB = 128
+};
+
+/* How a row is spread over a work-group: a team of `team` work-items holds `items` values
+   each (per step when `loop`), `rows` teams to a group; vec elements per load. */
+typedef struct ln_plan {
+    unsigned team, rows, items, vec;
+    int loop;
+} ln_plan;
+
+/* GPUs: values a work-item holds on chip, as for softmax (cl registers, about 3 per value on
+   NVIDIA); at the largest team the forward may hold twice as many before rows loop, the
+   backward (which also keeps dy and the dw and db sums per value) no more. */
+#define LN_GPU_ITEMS 8u
+#define LN_GPU_MAX_ITEMS_FWD 16u
+#define LN_GPU_MAX_TEAM 1024u
+/* CPUs (PoCL): no registers to fit, and every distinct plan is one more slow build: three
+   shapes (short rows 2 to a group of 8-lane teams, up to 2048 positions over 64 lanes,
+   longer rows looping over 64 lanes). */
+#define LN_CPU_ITEMS 32u
+#define LN_CPU_LOOP_ITEMS 16u
+
+static uint64_t div_up(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+static unsigned pow2_floor(size_t x)
+{
+    unsigned p = 1;
+    while ((size_t)p * 2 <= x) p *= 2;
+    return p;
+}
+
+/* The fewest lanes (a power of two) holding the row in LN_GPU_ITEMS values each, spreading a
+   short row within a warp until each lane makes at most two loads; short rows several to a
+   group of 4 warps. A row that even max_team lanes cannot hold in max_items loops over
+   max_team lanes, two loads per lane per step. */
+static void gpu_plan(ln_plan *plan, const struct clkit_device_props *p, uint64_t span,
+                     unsigned max_team, bool backward)
+{
+    unsigned warp = p->warp > 1 ? p->warp : 1, vec = plan->vec;
+    unsigned max_items = backward ? LN_GPU_ITEMS : LN_GPU_MAX_ITEMS_FWD;
+    uint64_t chunks = div_up(span, vec), max_chunks = LN_GPU_ITEMS > vec ? LN_GPU_ITEMS / vec : 1;
+    unsigned team = 1;
+    if (max_team > LN_GPU_MAX_TEAM) max_team = LN_GPU_MAX_TEAM;
+    while (team < max_team &&
+           (div_up(chunks, team) > max_chunks || (team < warp && div_up(chunks, team) > 2)))
+        team *= 2;
+    uint64_t per_lane = div_up(chunks, team) * vec;
+    if (per_lane <= (max_items > vec ? max_items : vec)) {
+        plan->team = team;
+        plan->items = (unsigned)per_lane;
+        while (plan->team * plan->rows * 2 <= (4 * warp < max_team ? 4 * warp : max_team))
+            plan->rows *= 2;
+        return;
+    }
+    plan->loop = 1;
+    plan->team = max_team;
+    plan->items = vec > 1 ? 2 * vec : 4;
+}
+
+static void cpu_plan(ln_plan *plan, uint64_t span, unsigned max_team)
+{
+    uint64_t chunks = div_up(span, plan->vec), max_chunks = LN_CPU_ITEMS / plan->vec;
+    plan->team = max_team < 8 ? max_team : 8;
+    plan->rows = max_team / plan->team < 2 ? 1 : 2;
+    if (chunks > plan->team * max_chunks) {
+        plan->team = max_team < 64 ? max_team : 64;
+        plan->rows = 1;
+    }
+    plan->loop = chunks > plan->team * max_chunks;
+    plan->items = plan->loop ? LN_CPU_LOOP_ITEMS : LN_CPU_ITEMS;
+}
+
+/* span: positions a row occupies (N plus its phase a); wg_limit: the built kernel's limit,
+   0 for the device's. */
+static ln_plan make_plan(const struct clkit_device_props *p, uint64_t span, unsigned vec,
+                         size_t wg_limit, bool backward)
+{
+    ln_plan plan = {1, 1, 1, vec, 0};
+    size_t limit = wg_limit && wg_limit < p->max_work_group ? wg_limit : p->max_work_group;
+    unsigned max_team = pow2_floor(limit < 1024 ? limit : 1024);
+    if (p->is_gpu) gpu_plan(&plan, p, span ? span : 1, max_team, backward);
+    else cpu_plan(&plan, span ? span : 1, max_team);
+    return plan;
+}
+
+/* A 2-D (M, N) operand as the kernels take it: offset and strides in elements. */
+typedef struct rows_view {
+    cl_mem buf;
+    cl_long off, rs, cs;
+} rows_view;
+
+/* A 1-D operand (weight, bias, statistics, gradients); a NULL tensor becomes a stand-in
+   buffer the kernel never touches. */
+typedef struct line_view {
+    cl_mem buf;
+    cl_long off, s;
+} line_view;
+
+static rows_view rows_of(const clkit_tensor *t)
+{
+    rows_view v = {t->buffer, (cl_long)(t->offset / clkit_dtype_size(t->dtype)), t->strides[0],
+                   t->strides[1]};
+    /* Strides of a dim of extent 1 are never applied: normalise them so they cannot stop the
+       vector path. */
+    if (t->shape[0] == 1) v.rs = 0;
+    if (t->shape[1] == 1) v.cs = 1;
+    return v;
+}
+
+static line_view line_of(const clkit_tensor *t, cl_mem stand_in)
+{
+    line_view v = {stand_in, 0, 0};
+    if (!t) return v;
+    v.buf = t->buffer;
+    v.off = (cl_long)(t->offset / clkit_dtype_size(t->dtype));
+    v.s = t->shape[0] == 1 ? 1 : t->strides[0];
+    return v;
+}
+
+static int64_t mod(int64_t a, int64_t b) { return ((a % b) + b) % b; }
+
+/* 16-byte accesses need unit columns, row strides of whole vectors and one phase (the start's
+   distance past an aligned address) shared by every row operand, so that a lane's positions
+   are the same columns in each of them and in every row. */
+static unsigned vector_width(const rows_view *v, int count, clkit_dtype dtype, int *phase)
+{
+    int64_t vec = 16 / (int64_t)clkit_dtype_size(dtype);
+    *phase = 0;
+    for (int i = 0; i < count; i++)
+        if (v[i].cs != 1 || mod(v[i].rs, vec) || mod(v[i].off - v[0].off, vec)) return 1;
+    *phase = (int)mod(v[0].off, vec);
+    return (unsigned)vec;
+}
+
+/* Weight and bias rows load as vectors when they share the row operands' phase. */
+static bool lines_aligned(const line_view *v, const clkit_tensor *const *ts, int count,
+                          unsigned vec, int phase)
+{
+    if (vec == 1) return false;
+    for (int i = 0; i < count; i++)
+        if (ts[i] && (v[i].s != 1 || mod(v[i].off, vec) != phase)) return false;
+    return true;
+}
+
+static clkit_status build(clkit_context *ctx, const ln_plan *plan, clkit_dtype dtype,
+                          bool backward, bool portable, cl_kernel *k)
+{
+    static const char *names[2][2] = {{"layernorm_fwd", "layernorm_fwd_loop"},
+                                      {"layernorm_bwd", "layernorm_bwd_loop"}};
+    char opts[224];
+    snprintf(opts, sizeof opts,
+             "%s -D TEAM=%u -D ROWS=%u -D ITEMS=%u -D VEC=%u -D LOOP=%d -D BACKWARD=%d%s",
+             clkit_dtype_macro(dtype), plan->team, plan->rows, plan->items, plan->vec, plan->loop,
+             backward, portable ? " -D LN_PORTABLE" : "");
+    return clkit_get_kernel(ctx, "layernorm.cl", names[backward][plan->loop], opts, k);
+}
+
+/* The NVIDIA build carries inline PTX; should the driver refuse it, the portable reductions
+   still run. */
+static clkit_status build_with_fallback(clkit_context *ctx, const ln_plan *plan,
+                                        clkit_dtype dtype, bool backward, cl_kernel *k)
+{
+    clkit_status s = build(ctx, plan, dtype, backward, false, k);
+    if (s != CLKIT_ERR_BUILD || !ctx->props.nv_cc_major) return s;
+    clkit_log(CLKIT_LOG_WARN, "layernorm: the warp-shuffle build failed, using the portable "
+              "path: %s", clkit_last_error(ctx));
+    clkit_clear_error(ctx);
+    return build(ctx, plan, dtype, backward, true, k);
+}
+
+/* Builds the planned kernel; when the built kernel cannot run the planned work-group,
+   re-plans within its limit. */
+static clkit_status plan_kernel(clkit_context *ctx, int64_t n, unsigned vec, int phase,
+                                clkit_dtype dtype, bool backward, ln_plan *plan, cl_kernel *k)
+{
+    uint64_t span = (uint64_t)n + (uint64_t)phase;
+    *plan = make_plan(&ctx->props, span, vec, 0, backward);
+    for (;;) {
+        clkit_status s = build_with_fallback(ctx, plan, dtype, backward, k);
+        if (s) return s;
+        size_t wg = (size_t)plan->team * plan->rows, limit = clkit_kernel_wg_limit(ctx, *k);
+        if (wg <= limit) return CLKIT_OK;
+        ln_plan next = make_plan(&ctx->props, span, vec, limit, backward);
+        if ((size_t)next.team * next.rows >= wg)
+            return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED,
+                              "layernorm: the kernel runs at most %zu work-items per group", limit);
+        clkit_log(CLKIT_LOG_DEBUG, "layernorm: kernel limit %zu < %zu work-items, re-planning",
+                  limit, wg);
+        *plan = next;
+    }
+}
+
+/* Persistent groups for the built kernel: as many as the compute units hold, at most one per
+   block of rows. */
+static size_t grid_groups(clkit_context *ctx, cl_kernel k, const ln_plan *plan, int64_t m)
+{
+    uint64_t local_bytes, private_bytes;
+    clkit_kernel_mem(ctx, k, &local_bytes, &private_bytes);
+    /* Registers are left out, as for softmax: no OpenCL query reports them. */
+    unsigned occupancy = clkit_occupancy(&ctx->props, (size_t)plan->team * plan->rows,
+                                         local_bytes, 0);
+    return clkit_persistent_groups(&ctx->props, occupancy, div_up((uint64_t)m, plan->rows));
+}
+
+static void log_plan(const char *what, const clkit_tensor *x, const ln_plan *plan, int phase,
+                     size_t groups)
+{
+    clkit_log(CLKIT_LOG_DEBUG, "%s %lldx%lld %s: team %u rows %u items %u vec %u phase %d%s, "
+              "%zu groups", what, (long long)x->shape[0], (long long)x->shape[1],
+              clkit_dtype_name(x->dtype), plan->team, plan->rows, plan->items, plan->vec, phase,
+              plan->loop ? " loop" : "", groups);
+}
+
+/* ---- validation ---- */
+
+static clkit_status check_line(clkit_context *ctx, const clkit_tensor *t, const char *name,
+                               unsigned dtypes, int64_t len, const char *len_name)
+{
+    clkit_status s = clkit_check_tensor(ctx, t, name, 1, 1, dtypes);
+    if (s) return s;
+    if (t->shape[0] != len)
+        return clkit_fail(ctx, CLKIT_ERR_SHAPE, "%s has length %lld; it must be %s = %lld", name,
+                          (long long)t->shape[0], len_name, (long long)len);
+    return CLKIT_OK;
+}
+
+static clkit_status check_dtype(clkit_context *ctx, const clkit_tensor *t, const char *name,
+                                const clkit_tensor *x, const char *x_name)
+{
+    if (t->dtype == x->dtype) return CLKIT_OK;
+    return clkit_fail(ctx, CLKIT_ERR_DTYPE, "%s (%s) must have %s's dtype (%s)", name,
+                      clkit_dtype_name(t->dtype), x_name, clkit_dtype_name(x->dtype));
+}
+
+/* An optional (N) operand in x's dtype. */
+static clkit_status check_param(clkit_context *ctx, const clkit_tensor *t, const char *name,
+                                const clkit_tensor *x)
+{
+    clkit_status s;
+    if (!t) return CLKIT_OK;
+    if ((s = check_line(ctx, t, name, CLKIT_DT_FLOAT, x->shape[1], "N")) ||
+        (s = check_dtype(ctx, t, name, x, "x")))
+        return s;
+    return CLKIT_OK;
+}
+
+/* An (M, N) operand shaped and typed like x. */
+static clkit_status check_rows(clkit_context *ctx, const clkit_tensor *t, const char *name,
+                               const clkit_tensor *x)
+{
+    clkit_status s;
+    if ((s = clkit_check_tensor(ctx, t, name, 2, 2, CLKIT_DT_FLOAT)) ||
+        (s = clkit_check_same_shape(ctx, x, "x", t, name)) || (s = check_dtype(ctx, t, name, x, "x")))
+        return s;
+    return CLKIT_OK;
+}
+
+typedef struct named {
+    const clkit_tensor *t;
+    const char *name;
+} named;
+
+/* Each present output writes no element twice and meets no input, nor another output; only
+   `alias` (an output, may be NULL) may be exactly the view of `alias_of`. */
+static clkit_status check_outputs(clkit_context *ctx, const named *outs, int nouts,
+                                  const named *ins, int nins, const clkit_tensor *alias,
+                                  const clkit_tensor *alias_of)
+{
+    clkit_status s;
+    for (int i = 0; i < nouts; i++) {
+        const clkit_tensor *o = outs[i].t;
+        if (!o) continue;
+        if ((s = clkit_check_output(ctx, o, outs[i].name))) return s;
+        for (int j = 0; j < nins; j++)
+            if (ins[j].t && (s = clkit_check_disjoint(ctx, o, outs[i].name, ins[j].t, ins[j].name,
+                                                      o == alias && ins[j].t == alias_of)))
+                return s;
+        for (int j = 0; j < i; j++)
+            if (outs[j].t &&
+                (s = clkit_check_disjoint(ctx, o, outs[i].name, outs[j].t, outs[j].name, false)))
+                return s;
+    }
+    return CLKIT_OK;
+}
+
+static clkit_status check_eps(clkit_context *ctx, float eps)
+{
+    if (eps > 0 && isfinite(eps)) return CLKIT_OK;
+    return clkit_fail(ctx, CLKIT_ERR_INVALID_VALUE, "eps = %g; it must be finite and > 0",
+                      (double)eps);
+}
+
+/* The mean of an empty row is undefined: rows must have elements unless there are none. */
+static clkit_status check_row_length(clkit_context *ctx, const clkit_tensor *x)
+{
+    if (x->shape[1] > 0 || x->shape[0] == 0) return CLKIT_OK;
+    return clkit_fail(ctx, CLKIT_ERR_SHAPE, "x is %lld x 0: layer norm needs N > 0",
+                      (long long)x->shape[0]);
+}
+
+/* ---- forward ---- */
+
+static clkit_status forward(clkit_context *ctx, const clkit_tensor *x, const clkit_tensor *weight,
+                            const clkit_tensor *bias, float eps, const clkit_tensor *y,
+                            const clkit_tensor *mean, const clkit_tensor *rstd)
+{
+    rows_view rv[2] = {rows_of(x), rows_of(y)};
+    line_view wb[2] = {line_of(weight, x->buffer), line_of(bias, x->buffer)};
+    line_view mv = line_of(mean, x->buffer), sv = line_of(rstd, x->buffer);
+    const clkit_tensor *params[2] = {weight, bias};
+    int phase;
+    unsigned vec = vector_width(rv, 2, x->dtype, &phase);
+    cl_int flags = (weight ? LN_HAS_W : 0) | (bias ? LN_HAS_B : 0) | (mean ? LN_WANT_MEAN : 0) |
+                   (rstd ? LN_WANT_RSTD : 0) |
+                   (lines_aligned(wb, params, 2, vec, phase) ? LN_WB_VEC : 0);
+    ln_plan plan;
+    cl_kernel k;
+    clkit_status s = plan_kernel(ctx, x->shape[1], vec, phase, x->dtype, false, &plan, &k);
+    if (s) return s;
+    cl_long m = x->shape[0], n = x->shape[1];
+    cl_int n32 = (cl_int)n, a = phase;
+    s = clkit_set_args(ctx, k, 23, sizeof(cl_mem), &rv[0].buf, sizeof(cl_long), &rv[0].off,
+                       sizeof(cl_long), &rv[0].rs, sizeof(cl_long), &rv[0].cs, sizeof(cl_mem),
+                       &rv[1].buf, sizeof(cl_long), &rv[1].off, sizeof(cl_long), &rv[1].rs,
+                       sizeof(cl_long), &rv[1].cs, sizeof(cl_mem), &wb[0].buf, sizeof(cl_long),
+                       &wb[0].off, sizeof(cl_long), &wb[0].s, sizeof(cl_mem), &wb[1].buf,
+                       sizeof(cl_long), &wb[1].off, sizeof(cl_long), &wb[1].s, sizeof(cl_mem),
+                       &mv.buf, sizeof(cl_long), &mv.off, sizeof(cl_long), &mv.s, sizeof(cl_mem),
+                       &sv.buf, sizeof(cl_long), &sv.off, sizeof(cl_long), &sv.s, sizeof m, &m,
+                       plan.loop ? sizeof n : sizeof n32,
+                       plan.loop ? (const void *)&n : (const void *)&n32, sizeof a, &a,
+                       sizeof eps, &eps, sizeof flags, &flags);
+    if (s) return s;
+    size_t wg = (size_t)plan.team * plan.rows, groups = grid_groups(ctx, k, &plan, m);
+    size_t global = groups * wg;
+    log_plan("layernorm forward", x, &plan, phase, groups);
+    return clkit_launch(ctx, k, 1, &global, &wg);
+}
 
 clkit_status clkit_layernorm_forward(clkit_context *ctx, const clkit_tensor *x,
                                      const clkit_tensor *weight, const clkit_tensor *bias,
                                      float eps, const clkit_tensor *y, const clkit_tensor *mean,
                                      const clkit_tensor *rstd)
 {
-    (void)x, (void)weight, (void)bias, (void)eps, (void)y, (void)mean, (void)rstd;
-    return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "layernorm: not yet");
+    if (!ctx) return CLKIT_ERR_NULL_ARGUMENT;
+    clkit_clear_error(ctx);
+    clkit_status s;
+    if ((s = clkit_check_tensor(ctx, x, "x", 2, 2, CLKIT_DT_FLOAT)) ||
+        (s = check_rows(ctx, y, "y", x)) || (s = check_param(ctx, weight, "weight", x)) ||
+        (s = check_param(ctx, bias, "bias", x)) ||
+        (mean && (s = check_line(ctx, mean, "mean", CLKIT_DT(CLKIT_F32), x->shape[0], "M"))) ||
+        (rstd && (s = check_line(ctx, rstd, "rstd", CLKIT_DT(CLKIT_F32), x->shape[0], "M"))) ||
+        (s = check_eps(ctx, eps)) || (s = check_row_length(ctx, x)))
+        return s;
+    const named outs[] = {{y, "y"}, {mean, "mean"}, {rstd, "rstd"}};
+    const named ins[] = {{x, "x"}, {weight, "weight"}, {bias, "bias"}};
+    if ((s = check_outputs(ctx, outs, 3, ins, 3, y, x))) return s;
+    if (x->shape[0] == 0) return CLKIT_OK;
+    return forward(ctx, x, weight, bias, eps, y, mean, rstd);
+}
+
+/* ---- backward ---- */
+
+/* Sums the partial rows into dweight and dbias (zeros when parts is 0). */
+static clkit_status reduce_partials(clkit_context *ctx, cl_mem part, cl_int parts, cl_long n,
+                                    const clkit_tensor *dweight, const clkit_tensor *dbias)
+{
+    const struct clkit_device_props *p = &ctx->props;
+    unsigned cols = p->is_gpu ? (p->warp > 32 ? p->warp : 32) : 64;
+    unsigned slices = p->is_gpu ? 256 / cols : 1;
+    const clkit_tensor *any = dweight ? dweight : dbias;
+    cl_kernel k;
+    for (;;) {
+        char opts[128];
+        snprintf(opts, sizeof opts, "%s -D REDUCE=1 -D RCOLS=%u -D RSLICES=%u",
+                 clkit_dtype_macro(any->dtype), cols, slices);
+        clkit_status s = clkit_get_kernel(ctx, "layernorm.cl", "layernorm_dwdb", opts, &k);
+        if (s) return s;
+        if ((size_t)cols * slices <= clkit_kernel_wg_limit(ctx, k)) break;
+        if (slices > 1) slices /= 2;
+        else if (cols > 1) cols /= 2;
+        else return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "layernorm: no work-group size runs");
+    }
+    line_view dw = line_of(dweight, any->buffer), db = line_of(dbias, any->buffer);
+    cl_int flags = (dweight ? LN_WANT_DW : 0) | (dbias ? LN_WANT_DB : 0);
+    clkit_status s = clkit_set_args(ctx, k, 10, sizeof(cl_mem), &part, sizeof parts, &parts,
+                                    sizeof n, &n, sizeof(cl_mem), &dw.buf, sizeof(cl_long), &dw.off,
+                                    sizeof(cl_long), &dw.s, sizeof(cl_mem), &db.buf,
+                                    sizeof(cl_long), &db.off, sizeof(cl_long), &db.s,
+                                    sizeof flags, &flags);
+    if (s) return s;
+    size_t wg = (size_t)cols * slices, global = (size_t)div_up((uint64_t)n, cols) * wg;
+    return clkit_launch(ctx, k, 1, &global, &wg);
+}
+
+/* Groups of the backward's grid whose partial rows fit one allocation: 2 x groups x rows x N
+   floats. */
+static size_t fit_partials(clkit_context *ctx, size_t groups, unsigned rows, int64_t n)
+{
+    while (groups > 1 && 2.0 * (double)groups * rows * (double)n * sizeof(float) >
+                             (double)ctx->props.max_alloc)
+        groups = (groups + 1) / 2;
+    return groups;
+}
+
+typedef struct bwd_args {
+    const clkit_tensor *dy, *x, *weight, *mean, *rstd, *dx, *dweight, *dbias;
+} bwd_args;
+
+static clkit_status backward(clkit_context *ctx, const bwd_args *t)
+{
+    const clkit_tensor *x = t->x;
+    rows_view rv[3] = {rows_of(t->dy), rows_of(x), rows_of(t->dx)};
+    line_view wv = line_of(t->weight, x->buffer), mv = line_of(t->mean, x->buffer);
+    line_view sv = line_of(t->rstd, x->buffer);
+    int phase;
+    unsigned vec = vector_width(rv, 3, x->dtype, &phase);
+    bool grads = t->dweight || t->dbias;
+    cl_int flags = (t->weight ? LN_HAS_W : 0) | (grads ? LN_WANT_DWDB : 0) |
+                   (lines_aligned(&wv, &t->weight, 1, vec, phase) ? LN_WB_VEC : 0);
+    ln_plan plan;
+    cl_kernel k;
+    clkit_status s = plan_kernel(ctx, x->shape[1], vec, phase, x->dtype, true, &plan, &k);
+    if (s) return s;
+    cl_long m = x->shape[0], n = x->shape[1];
+    cl_int n32 = (cl_int)n, a = phase;
+    size_t groups = grid_groups(ctx, k, &plan, m);
+    if (grads) groups = fit_partials(ctx, groups, plan.rows, n);
+    cl_int parts = (cl_int)(groups * plan.rows);
+    size_t part_bytes = grads ? 2 * (size_t)parts * (size_t)n * sizeof(float) : 0;
+    cl_mem part = x->buffer;
+    if (grads && (s = clkit_scratch_alloc(ctx, part_bytes, &part))) return s;
+    s = clkit_set_args(ctx, k, 26, sizeof(cl_mem), &rv[0].buf, sizeof(cl_long), &rv[0].off,
+                       sizeof(cl_long), &rv[0].rs, sizeof(cl_long), &rv[0].cs, sizeof(cl_mem),
+                       &rv[1].buf, sizeof(cl_long), &rv[1].off, sizeof(cl_long), &rv[1].rs,
+                       sizeof(cl_long), &rv[1].cs, sizeof(cl_mem), &wv.buf, sizeof(cl_long),
+                       &wv.off, sizeof(cl_long), &wv.s, sizeof(cl_mem), &mv.buf, sizeof(cl_long),
+                       &mv.off, sizeof(cl_long), &mv.s, sizeof(cl_mem), &sv.buf, sizeof(cl_long),
+                       &sv.off, sizeof(cl_long), &sv.s, sizeof(cl_mem), &rv[2].buf,
+                       sizeof(cl_long), &rv[2].off, sizeof(cl_long), &rv[2].rs, sizeof(cl_long),
+                       &rv[2].cs, sizeof(cl_mem), &part, sizeof m, &m,
+                       plan.loop ? sizeof n : sizeof n32,
+                       plan.loop ? (const void *)&n : (const void *)&n32, sizeof a, &a,
+                       sizeof flags, &flags);
+    size_t wg = (size_t)plan.team * plan.rows, global = groups * wg;
+    log_plan("layernorm backward", x, &plan, phase, groups);
+    if (!s) s = clkit_launch(ctx, k, 1, &global, &wg);
+    if (!s && grads) s = reduce_partials(ctx, part, parts, n, t->dweight, t->dbias);
+    if (grads) clkit_scratch_release(ctx, part, part_bytes);
+    return s;
+}
+
+static clkit_status check_backward(clkit_context *ctx, const bwd_args *t)
+{
+    const clkit_tensor *x = t->x;
+    clkit_status s;
+    if ((s = clkit_check_tensor(ctx, x, "x", 2, 2, CLKIT_DT_FLOAT)) ||
+        (s = check_rows(ctx, t->dy, "dy", x)) || (s = check_rows(ctx, t->dx, "dx", x)) ||
+        (s = check_param(ctx, t->weight, "weight", x)) ||
+        (s = check_line(ctx, t->mean, "mean", CLKIT_DT(CLKIT_F32), x->shape[0], "M")) ||
+        (s = check_line(ctx, t->rstd, "rstd", CLKIT_DT(CLKIT_F32), x->shape[0], "M")) ||
+        (s = check_param(ctx, t->dweight, "dweight", x)) ||
+        (s = check_param(ctx, t->dbias, "dbias", x)) || (s = check_row_length(ctx, x)))
+        return s;
+    const named outs[] = {{t->dx, "dx"}, {t->dweight, "dweight"}, {t->dbias, "dbias"}};
+    const named ins[] = {{t->dy, "dy"}, {x, "x"}, {t->weight, "weight"}, {t->mean, "mean"},
+                         {t->rstd, "rstd"}};
+    return check_outputs(ctx, outs, 3, ins, 5, t->dx, t->dy);
 }
 
 clkit_status clkit_layernorm_backward(clkit_context *ctx, const clkit_tensor *dy,
@@ -16,6 +493,13 @@ clkit_status clkit_layernorm_backward(clkit_context *ctx, const clkit_tensor *dy
                                       const clkit_tensor *dx, const clkit_tensor *dweight,
                                       const clkit_tensor *dbias)
 {
-    (void)dy, (void)x, (void)weight, (void)mean, (void)rstd, (void)dx, (void)dweight, (void)dbias;
-    return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "layernorm: not yet");
+    if (!ctx) return CLKIT_ERR_NULL_ARGUMENT;
+    clkit_clear_error(ctx);
+    const bwd_args t = {dy, x, weight, mean, rstd, dx, dweight, dbias};
+    clkit_status s = check_backward(ctx, &t);
+    if (s) return s;
+    if (x->shape[0] > 0) return backward(ctx, &t);
+    /* No rows: dx is empty and the column sums are zeros. */
+    if (!(dweight || dbias) || x->shape[1] == 0) return CLKIT_OK;
+    return reduce_partials(ctx, x->buffer, 0, x->shape[1], dweight, dbias);
 }
