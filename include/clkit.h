@@ -222,6 +222,34 @@ clkit_status clkit_linear_cross_entropy(clkit_context *ctx, const clkit_tensor *
                                         const clkit_tensor *loss, const clkit_tensor *dx,
                                         const clkit_tensor *dweight, const clkit_tensor *dbias);
 
+/* ---- attention ---- */
+typedef struct clkit_attention_options {
+    int causal;   /* nonzero: query i sees keys j <= i (top-left aligned when Lq != Lk, as
+                     PyTorch's is_causal) */
+    float scale;  /* applied to q k^T; 0: 1 / sqrt(D) */
+} clkit_attention_options;
+/* Not causal, scale 1 / sqrt(D). */
+clkit_attention_options clkit_attention_defaults(void);
+/* o = softmax(scale q k^T [+ causal mask]) v, fused (flash attention: the Lq x Lk scores are
+   never stored). q (B, Hq, Lq, D); k and v (B, Hkv, Lk, D) with Hq a multiple of Hkv (grouped-
+   query attention: query head h reads kv head h / (Hq / Hkv)); any strides. o (B, Hq, Lq, D)
+   in q's dtype; lse (B, Hq, Lq) f32 receives the natural-log log-sum-exp of each score row for
+   the backward, may be NULL. f32, f16 or bf16 (q, k, v, o alike), f32 accumulation; D of 16,
+   32, 64, 128 or 256 (other D fail with CLKIT_ERR_UNSUPPORTED). opt NULL: the defaults. */
+clkit_status clkit_attention_forward(clkit_context *ctx, const clkit_tensor *q,
+                                     const clkit_tensor *k, const clkit_tensor *v,
+                                     const clkit_attention_options *opt, const clkit_tensor *o,
+                                     const clkit_tensor *lse);
+/* Gradients of clkit_attention_forward given its o and lse and the gradient dout of o. dq, dk
+   and dv are shaped and typed like q, k and v; with grouped-query attention dk and dv sum
+   over the query heads sharing a kv head, in a fixed order (deterministic). */
+clkit_status clkit_attention_backward(clkit_context *ctx, const clkit_tensor *q,
+                                      const clkit_tensor *k, const clkit_tensor *v,
+                                      const clkit_tensor *o, const clkit_tensor *dout,
+                                      const clkit_tensor *lse, const clkit_attention_options *opt,
+                                      const clkit_tensor *dq, const clkit_tensor *dk,
+                                      const clkit_tensor *dv);
+
 /* ---- autotuning ---- */
 typedef struct clkit_tune_options {
     double budget_s;   /* stop trying candidates after this many seconds; 0: no limit */

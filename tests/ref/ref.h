@@ -49,6 +49,8 @@ void ref_matmul(const ref_matrix *a, const ref_matrix *b, ref_matrix *c, int64_t
                 int64_t m, int64_t n, int64_t k, double alpha, double beta, int act, double slope,
                 double *abs_sum);
 
+/* ---- attention (attention.c) ---- */
+
 /* ---- layernorm (layernorm.c) ---- */
 /* y = (x - mean) * rstd * w + b over each row of x (m, n), row-major, with the two-pass
    mean and variance (rstd = 1 / sqrt(var + eps)); w and b (n) may each be NULL (ones,

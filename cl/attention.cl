@@ -1,0 +1,2 @@
+/* Fused attention: to be written. */
+#include "common.h"

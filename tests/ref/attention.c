@@ -1,0 +1,2 @@
+/* attention reference: to be written. */
+#include "ref.h"
