@@ -2,14 +2,17 @@
    lse_t = log sum_j exp z[t, j], with z soft-capped first when asked (z <- cap tanh(z / cap)),
    and the gradient of the reduced loss with respect to the logits.
 
-   Done with separate framework ops, log_softmax writes a (T, V) array, the loss gathers from
-   it and the backward writes a softmax and then the gradient: about 4 reads and 3 writes of
-   T x V elements, plus the logits' own f32 copy for a 16-bit model. ce_rows reads a row twice
-   and writes its gradient once, in the logits' dtype (in place if asked, as Liger-Kernel
-   does): pass 1 keeps an online max and sum of exponentials (Milakov & Gimelshein, 2018),
-   the sum of the logits (label smoothing) and the target's logit; pass 2 rereads the row,
-   which on a GPU mostly comes from L2 since only the rows in flight are reread, and writes
+   Done with separate framework ops, log_softmax writes a (T, V) array that the loss gathers
+   from; the backward writes a (T, V) one-hot gradient, then reads it with the log-probabilities
+   to write dlogits: 3 reads and 3 writes of T x V elements (more when 16-bit logits are
+   upcast first). ce_rows reads a row twice and writes its gradient once, in the logits' dtype
+   (in place if asked, as Liger-Kernel does): pass 1 keeps an online max and sum of
+   exponentials (Milakov & Gimelshein, 2018), the sum of the logits (label smoothing) and the
+   target's logit; pass 2 rereads the row, which on a GPU mostly comes from L2 since only the
+   rows in flight are reread, and writes
    scale * (softmax (1 + 2 zs lse) - (1 - e) onehot - e / V) * (1 - tanh^2).
+   Subtracting the running max keeps exp finite for any logits; -inf logits get softmax 0,
+   and a row of nothing but -inf has lse -inf and a NaN loss and gradient, as in PyTorch.
 
    The linear variant (lce_*) never holds the (T, V) logits: the host computes them a chunk of
    columns at a time with clkit_matmul into an f32 scratch; lce_stats folds each chunk into a
@@ -152,14 +155,15 @@ typedef struct online {
     float m, s, sz;
 } online;
 
-static inline void online_add(online *st, const float *v, float total)
+/* Folds n values v (their sum: total) into st; n is a constant after inlining. */
+static inline void online_add(online *st, const float *v, int n, float total)
 {
     float nm = st->m;
-    for (int i = 0; i < ITEMS; i++) nm = fmax(nm, v[i]);
+    for (int i = 0; i < n; i++) nm = fmax(nm, v[i]);
     st->sz += total;
     if (nm == -INFINITY) return;
     float s = st->s * rescale(st->m, nm);
-    for (int i = 0; i < ITEMS; i++) s += exp(v[i] - nm);
+    for (int i = 0; i < n; i++) s += exp(v[i] - nm);
     st->s = s;
     st->m = nm;
 }
@@ -173,17 +177,17 @@ static inline online online_reduce(online st, __local float *red_m, __local floa
     return r;
 }
 
-/* Loss and z-loss of a row from its state and target logit zy, v logits; *lse receives the
-   log-sum-exp. The cross-entropy is log s + (1 - e)(m - zy) + e (m - mean z): differences
-   from the max, which keep their precision where lse - zy would cancel for large logits. */
-static inline float2 row_loss(online st, float zy, float smoothing, float z_scale, long v,
-                              float *lse)
+static inline float row_lse(online st) { return st.m + log(st.s); }
+
+/* Loss and z-loss of a row of v logits from its state and target logit zy. The cross-entropy
+   is log s + (1 - e)(m - zy) + e (m - mean z): differences from the max, which keep their
+   precision where lse - zy would cancel for large logits. */
+static inline float2 row_loss(online st, float zy, float smoothing, float z_scale, long v)
 {
-    const float log_s = log(st.s);
-    *lse = st.m + log_s;
+    const float log_s = log(st.s), lse = st.m + log_s;
     float ce = log_s + (1.0f - smoothing) * (st.m - zy);
     if (smoothing > 0.0f) ce += smoothing * (st.m - st.sz / (float)v);
-    const float zl = z_scale > 0.0f ? z_scale * *lse * *lse : 0.0f;
+    const float zl = z_scale > 0.0f ? z_scale * lse * lse : 0.0f;
     return (float2)(ce + zl, zl);
 }
 
@@ -365,20 +369,18 @@ void ce_rows(__global const elem_t *x, long x_off, long x_rs, long x_cs,
         for (long b = 0; b < end; b += SPAN) {
             const float total = load_step(xp + b * x_cs, x_cs, lane, b ? 0 : a,
                                           (int)min(end - b, (long)SPAN), cap, val);
-            online_add(&st, val, total);
+            online_add(&st, val, ITEMS, total);
         }
         /* Read before the reduction's barriers: in place, pass 2 may overwrite it next. */
         const float zy = lane == 0 ? cap_logit(LOAD(x, xs + y * x_cs), cap) : 0.0f;
         st = online_reduce(st, red_m, red_s);
-        float lse;
         if (lane == 0) {
-            const float2 l = row_loss(st, zy, smoothing, z_scale, v, &lse);
+            const float2 l = row_loss(st, zy, smoothing, z_scale, v);
             store_token(loss, l_off, l_stride, row, l.x);
             store_token(zloss, z_off, z_stride, row, l.y);
         }
         if (!dx) continue;
-        lse = st.m + log(st.s);
-        const grad_coef coef = row_coef(lse, grad_scale, smoothing, z_scale, v, cap);
+        const grad_coef coef = row_coef(row_lse(st), grad_scale, smoothing, z_scale, v, cap);
         for (long b = 0; b < end; b += SPAN) {
             const int lo = b ? 0 : a, hi = (int)min(end - b, (long)SPAN);
             load_step(xp + b * x_cs, x_cs, lane, lo, hi, cap, val);
@@ -451,35 +453,44 @@ void lce_stats(__global const float *z, long ldz, long n, long v0, __global cons
         __global const float *zr = z + row * ldz;
         online st = {-INFINITY, 0.0f, 0.0f};
         float val[ZITEMS];
-        for (long j0 = 0; j0 < n; j0 += ZSPAN)
-            online_add(&st, val, load_zstep(zr, j0, n, v0, bias, b_off, b_stride, cap, lane, val));
+        for (long j0 = 0; j0 < n; j0 += ZSPAN) {
+            const float total = load_zstep(zr, j0, n, v0, bias, b_off, b_stride, cap, lane, val);
+            online_add(&st, val, ZITEMS, total);
+        }
         st = online_reduce(st, red_m, red_s);
         if (lane != 0) continue;
         float4 prev = first ? (float4)(-INFINITY, 0.0f, 0.0f, 0.0f) : state[row];
-        const float m = fmax(prev.x, st.m);
-        prev.y = prev.y * rescale(prev.x, m) + st.s * rescale(st.m, m);
-        prev.x = m;
-        prev.z += st.sz;
-        if (y >= v0 && y < v0 + n) {
-            const long j = y - v0;
-            const float zb = zr[j] + (bias ? LOAD(bias, b_off + y * b_stride) : 0.0f);
-            prev.w = cap_logit(zb, cap);
-        }
+        online all = {fmax(prev.x, st.m), 0.0f, prev.z + st.sz};
+        all.s = prev.y * rescale(prev.x, all.m) + st.s * rescale(st.m, all.m);
+        float zy = prev.w;
+        if (y >= v0 && y < v0 + n)
+            zy = cap_logit(zr[y - v0] + (bias ? LOAD(bias, b_off + y * b_stride) : 0.0f), cap);
         if (last) {
-            online all = {prev.x, prev.y, prev.z};
-            float lse;
-            const float2 l = row_loss(all, prev.w, smoothing, z_scale, v, &lse);
+            const float2 l = row_loss(all, zy, smoothing, z_scale, v);
             store_token(loss, l_off, l_stride, row, l.x);
             store_token(zloss, z_off, z_stride, row, l.y);
-            prev.x = lse;
+            all.m = row_lse(all);
         }
-        state[row] = prev;
+        state[row] = (float4)(all.m, all.s, all.sz, zy);
     }
 }
 
-/* dloss/dz of chunk columns [v0, v0 + n) into s (row stride lds, storage dtype, 4-element
-   aligned rows), from the recomputed logits z and each row's lse in state.x. s may be z
-   itself (f32): each element is read before it is written, by the same work-item. */
+static inline void store_zstep(__global elem_t *sr, long j0, long n, int lane, const float *v)
+{
+    for (int c = 0; c < CHUNKS; c++) {
+        const long j = j0 + zitem_pos(4 * c, lane);
+        if (j + 4 <= n) {
+            STORE4(sr, j, vload4(0, v + 4 * c));
+        } else {
+            for (int k = 0; k < 4; k++)
+                if (j + k < n) STORE(sr, j + k, v[4 * c + k]);
+        }
+    }
+}
+
+/* dloss/dz of chunk columns [v0, v0 + n) into s (row stride lds, storage dtype), from the
+   recomputed logits z and each row's lse in state.x; zero for ignored rows. s may be z itself
+   (f32): each element is read before it is written, by the same work-item. */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void lce_grad(__global const float *z, long ldz, long n, long v0, __global const elem_t *bias,
               long b_off, long b_stride, __global const int *tgt, long n_rows, long v,
@@ -489,24 +500,20 @@ void lce_grad(__global const float *z, long ldz, long n, long v0, __global const
     const int lane = get_local_id(0);
     for (long row = get_group_id(0); row < n_rows; row += get_num_groups(0)) {
         const int y = tgt[row];
-        const grad_coef coef = row_coef(y < 0 ? 0.0f : state[row].x, y < 0 ? 0.0f : grad_scale,
-                                        smoothing, z_scale, v, cap);
         __global const float *zr = z + row * ldz;
         __global elem_t *sr = s + row * lds;
         float val[ZITEMS];
+        if (y < 0) {
+            for (int i = 0; i < ZITEMS; i++) val[i] = 0.0f;
+            for (long j0 = 0; j0 < n; j0 += ZSPAN) store_zstep(sr, j0, n, lane, val);
+            continue;
+        }
+        const grad_coef coef = row_coef(state[row].x, grad_scale, smoothing, z_scale, v, cap);
         for (long j0 = 0; j0 < n; j0 += ZSPAN) {
-            if (y >= 0) load_zstep(zr, j0, n, v0, bias, b_off, b_stride, cap, lane, val);
+            load_zstep(zr, j0, n, v0, bias, b_off, b_stride, cap, lane, val);
             for (int i = 0; i < ZITEMS; i++)
-                val[i] = y < 0 ? 0.0f : grad_logit(val[i], v0 + j0 + zitem_pos(i, lane) == y, &coef);
-            for (int c = 0; c < CHUNKS; c++) {
-                const long j = j0 + zitem_pos(4 * c, lane);
-                if (j + 4 <= n) {
-                    STORE4(sr, j, vload4(0, val + 4 * c));
-                } else {
-                    for (int k = 0; k < 4; k++)
-                        if (j + k < n) STORE(sr, j + k, val[4 * c + k]);
-                }
-            }
+                val[i] = grad_logit(val[i], v0 + j0 + zitem_pos(i, lane) == y, &coef);
+            store_zstep(sr, j0, n, lane, val);
         }
     }
 }

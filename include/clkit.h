@@ -205,7 +205,8 @@ clkit_cross_entropy_options clkit_cross_entropy_defaults(void);
    for none. dlogits (T, V, logits' dtype) receives the gradient of the loss and may be
    exactly logits (an in-place gradient); NULL: forward only. A target outside [0, V) other
    than ignore_index fails with CLKIT_ERR_INVALID_VALUE, found without reading outside
-   logits (the check waits for the device). opt NULL: the defaults. */
+   logits (the check waits for the device). T and V from 1 to 2^31 - 1. A row of all -inf
+   logits gives a NaN loss and gradient, as in PyTorch. opt NULL: the defaults. */
 clkit_status clkit_cross_entropy(clkit_context *ctx, const clkit_tensor *logits,
                                  const clkit_tensor *targets,
                                  const clkit_cross_entropy_options *opt, const clkit_tensor *loss,
@@ -214,7 +215,11 @@ clkit_status clkit_cross_entropy(clkit_context *ctx, const clkit_tensor *logits,
    are never stored whole: V is walked in chunks whose logits live in a bounded scratch
    buffer, with an online log-sum-exp across chunks; the backward recomputes each chunk.
    x, weight, bias and the gradients dx (T, D), dweight (V, D), dbias (V) share one dtype (f32,
-   f16, bf16); the weight gradients accumulate in f32. Any gradient may be NULL. */
+   f16, bf16); the weight gradients accumulate in f32. Any gradient may be NULL; dbias may be
+   asked for without a bias (the gradient at a zero bias). A chunk is the most multiple of 128
+   columns whose f32 logits (and 16-bit gradient, for f16/bf16) fit min(256 MiB, max_alloc / 2)
+   ($CLKIT_LCE_CHUNK overrides); extra memory is that chunk plus O(T + V), plus an f32 (T, D)
+   accumulator when dx is f16/bf16 (clkit_scratch_peak reports it). */
 clkit_status clkit_linear_cross_entropy(clkit_context *ctx, const clkit_tensor *x,
                                         const clkit_tensor *weight, const clkit_tensor *bias,
                                         const clkit_tensor *targets,

@@ -1,5 +1,25 @@
-/* clkit_cross_entropy / clkit_linear_cross_entropy: to be written. */
+/* clkit_cross_entropy and clkit_linear_cross_entropy, see cl/cross_entropy.cl.
+
+   Both begin alike: ce_targets checks the targets on the device and counts the tokens that are
+   not ignored, and the host waits for its answer, because no kernel may index logits with a
+   target outside [0, V) and the mean divides by that count. Per-token losses go straight
+   into loss for reduction none, else into scratch that ce_reduce sums in a fixed order.
+
+   The linear op walks the vocabulary in chunks whose f32 logits come from clkit_matmul (so the
+   tuned GEMMs serve it): a forward sweep folds each chunk into per-row running statistics,
+   and a backward sweep, in reverse so that the last chunk's logits still in scratch are
+   reused, recomputes each chunk, turns it into dloss/dz and feeds the weight and input GEMMs.
+   Extra memory is O(T * chunk + T), plus an f32 (T, D) accumulator when dx is 16-bit. */
 #include "../internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define LCE_BUDGET (256ull << 20) /* bytes of chunk scratch, at most */
+#define LCE_COLS 128              /* default chunk widths are multiples of this */
+#define DB_COLS 32                /* lce_dbias's work-group, as in the kernel */
+#define DB_ROWS 8
 
 clkit_cross_entropy_options clkit_cross_entropy_defaults(void)
 {
@@ -7,13 +27,633 @@ clkit_cross_entropy_options clkit_cross_entropy_defaults(void)
     return o;
 }
 
+static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
+
+static unsigned pow2_floor(size_t x)
+{
+    unsigned p = 1;
+    while ((size_t)p * 2 <= x) p *= 2;
+    return p;
+}
+
+static int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
+
+static int64_t mod(int64_t a, int64_t b) { return ((a % b) + b) % b; }
+
+/* A counted device scratch buffer. */
+typedef struct scratch {
+    cl_mem buf;
+    size_t bytes;
+} scratch;
+
+static clkit_status scratch_get(clkit_context *ctx, size_t bytes, scratch *s)
+{
+    s->bytes = bytes;
+    return clkit_scratch_alloc(ctx, bytes, &s->buf);
+}
+
+static void scratch_put(clkit_context *ctx, scratch *s)
+{
+    clkit_scratch_release(ctx, s->buf, s->bytes);
+    s->buf = NULL;
+}
+
+/* ---- validation shared by both ops ---- */
+
+static clkit_status check_options(clkit_context *ctx, const clkit_cross_entropy_options *o)
+{
+    if (!(o->label_smoothing >= 0.0f && o->label_smoothing <= 1.0f))
+        return clkit_fail(ctx, CLKIT_ERR_INVALID_VALUE, "label_smoothing = %g is outside [0, 1]",
+                          (double)o->label_smoothing);
+    if (!(o->softcap >= 0.0f) || isinf(o->softcap))
+        return clkit_fail(ctx, CLKIT_ERR_INVALID_VALUE, "softcap = %g must be finite and >= 0",
+                          (double)o->softcap);
+    if (!(o->z_loss_scale >= 0.0f) || isinf(o->z_loss_scale))
+        return clkit_fail(ctx, CLKIT_ERR_INVALID_VALUE,
+                          "z_loss_scale = %g must be finite and >= 0", (double)o->z_loss_scale);
+    if ((unsigned)o->reduction > CLKIT_REDUCTION_NONE)
+        return clkit_fail(ctx, CLKIT_ERR_INVALID_VALUE, "reduction %d is not mean, sum or none",
+                          (int)o->reduction);
+    return CLKIT_OK;
+}
+
+static clkit_status check_dims(clkit_context *ctx, const char *what, int64_t n)
+{
+    if (n < 1) return clkit_fail(ctx, CLKIT_ERR_SHAPE, "%s is %lld; it must be at least 1", what,
+                                 (long long)n);
+    if (n > INT32_MAX)
+        return clkit_fail(ctx, CLKIT_ERR_OVERFLOW, "%s = %lld must be below 2^31", what,
+                          (long long)n);
+    return CLKIT_OK;
+}
+
+/* targets (t) i32 or i64; loss and z_loss f32, (1) for mean and sum, (t) for none. */
+static clkit_status check_loss_args(clkit_context *ctx, const clkit_tensor *targets, int64_t t,
+                                    const clkit_cross_entropy_options *o,
+                                    const clkit_tensor *loss)
+{
+    clkit_status s;
+    if ((s = clkit_check_tensor(ctx, targets, "targets", 1, 1,
+                                CLKIT_DT(CLKIT_I32) | CLKIT_DT(CLKIT_I64))) ||
+        (s = clkit_check_tensor(ctx, loss, "loss", 1, 1, CLKIT_DT(CLKIT_F32))))
+        return s;
+    if (targets->shape[0] != t)
+        return clkit_fail(ctx, CLKIT_ERR_SHAPE, "targets has %lld tokens, the logits %lld rows",
+                          (long long)targets->shape[0], (long long)t);
+    int64_t want = o->reduction == CLKIT_REDUCTION_NONE ? t : 1;
+    if (loss->shape[0] != want)
+        return clkit_fail(ctx, CLKIT_ERR_SHAPE, "loss has %lld elements; this reduction gives %lld",
+                          (long long)loss->shape[0], (long long)want);
+    if ((s = clkit_check_output(ctx, loss, "loss"))) return s;
+    if (!o->z_loss) return CLKIT_OK;
+    if ((s = clkit_check_tensor(ctx, o->z_loss, "z_loss", 1, 1, CLKIT_DT(CLKIT_F32))) ||
+        (s = clkit_check_same_shape(ctx, o->z_loss, "z_loss", loss, "loss")))
+        return s;
+    return clkit_check_output(ctx, o->z_loss, "z_loss");
+}
+
+/* Every output (index >= first_out; NULL entries skipped) overlaps no other tensor, except
+   that output alias_out may be exactly input alias_in (-1: none). */
+static clkit_status check_overlaps(clkit_context *ctx, int n, const clkit_tensor *const *ts,
+                                   const char *const *names, int first_out, int alias_out,
+                                   int alias_in)
+{
+    for (int o = first_out; o < n; o++)
+        for (int i = 0; i < n && ts[o]; i++) {
+            if (i == o || !ts[i]) continue;
+            clkit_status s = clkit_check_disjoint(ctx, ts[o], names[o], ts[i], names[i],
+                                                  o == alias_out && i == alias_in);
+            if (s) return s;
+        }
+    return CLKIT_OK;
+}
+
+/* ---- targets and per-token losses ---- */
+
+/* What both ops share once validated: the checked targets and where losses go. */
+typedef struct ce_common {
+    clkit_cross_entropy_options o;
+    int64_t t, v, count; /* count: tokens not ignored */
+    scratch tgt;         /* dense i32 targets, -1 where ignored */
+    scratch tok, ztok;   /* per-token losses and z-losses for mean and sum */
+    cl_mem loss, zloss;  /* where the row kernels write them; zloss NULL: not wanted */
+    cl_long l_off, l_stride, z_off, z_stride;
+    float grad_scale; /* 1 / count for the mean */
+} ce_common;
+
+static void release_common(clkit_context *ctx, ce_common *c)
+{
+    scratch_put(ctx, &c->tgt);
+    scratch_put(ctx, &c->tok);
+    scratch_put(ctx, &c->ztok);
+}
+
+/* ce_targets and ce_reduce: one small program per target dtype and device. */
+static clkit_status index_kernel(clkit_context *ctx, const char *name, bool i64, cl_kernel *k,
+                                 size_t *wg)
+{
+    *wg = pow2_floor(clkit_stream_wg(&ctx->props, 0));
+    char opts[64];
+    snprintf(opts, sizeof opts, "-D WG=%zu -D TARGET_I64=%d", *wg, i64);
+    clkit_status s = clkit_get_kernel(ctx, "cross_entropy.cl", name, opts, k);
+    if (!s && clkit_kernel_wg_limit(ctx, *k) < *wg)
+        return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "%s: the kernel cannot run %zu work-items",
+                          name, *wg);
+    return s;
+}
+
+static clkit_status bad_target(clkit_context *ctx, const ce_common *c, const cl_long *p)
+{
+    return clkit_fail(ctx, CLKIT_ERR_INVALID_VALUE,
+                      "targets[%lld] = %lld is outside [0, %lld) and is not ignore_index (%lld)",
+                      (long long)p[1], (long long)p[2], (long long)c->v,
+                      (long long)c->o.ignore_index);
+}
+
+/* Runs ce_targets and waits for its per-group answers: the count and the first bad token. */
+static clkit_status check_targets(clkit_context *ctx, const clkit_tensor *targets, ce_common *c)
+{
+    cl_kernel k;
+    size_t wg;
+    clkit_status s = index_kernel(ctx, "ce_targets", targets->dtype == CLKIT_I64, &k, &wg);
+    if (s || (s = scratch_get(ctx, (size_t)c->t * sizeof(cl_int), &c->tgt))) return s;
+    size_t groups = clkit_stream_groups(&ctx->props, (uint64_t)c->t, wg), global = groups * wg;
+    scratch part;
+    if ((s = scratch_get(ctx, groups * 3 * sizeof(cl_long), &part))) return s;
+    cl_long y_off = (cl_long)(targets->offset / clkit_dtype_size(targets->dtype));
+    cl_long y_stride = targets->strides[0], n = c->t, v = c->v, ignore = c->o.ignore_index;
+    cl_long *host = malloc(part.bytes);
+    if (!host) s = clkit_fail(ctx, CLKIT_ERR_OUT_OF_MEMORY, "no host memory for %zu bytes", part.bytes);
+    if (!s)
+        s = clkit_set_args(ctx, k, 8, sizeof(cl_mem), &targets->buffer, sizeof y_off, &y_off,
+                           sizeof y_stride, &y_stride, sizeof n, &n, sizeof v, &v, sizeof ignore,
+                           &ignore, sizeof(cl_mem), &c->tgt.buf, sizeof(cl_mem), &part.buf);
+    if (!s) s = clkit_launch(ctx, k, 1, &global, &wg);
+    if (!s) {
+        cl_int err = clEnqueueReadBuffer(ctx->queue, part.buf, CL_TRUE, 0, part.bytes, host, 0,
+                                         NULL, NULL);
+        if (err != CL_SUCCESS) s = clkit_cl_fail(ctx, err, "clEnqueueReadBuffer (targets check)");
+    }
+    /* The first bad token overall is the least of the groups' first ones. */
+    const cl_long *first_bad = NULL;
+    for (size_t g = 0; !s && g < groups; g++) {
+        const cl_long *p = host + 3 * g;
+        c->count += p[0];
+        if (p[1] >= 0 && (!first_bad || p[1] < first_bad[1])) first_bad = p;
+    }
+    if (!s && first_bad) s = bad_target(ctx, c, first_bad);
+    free(host);
+    scratch_put(ctx, &part);
+    return s;
+}
+
+/* Validates targets and decides where per-token losses go. */
+static clkit_status prepare_common(clkit_context *ctx, const clkit_tensor *targets,
+                                   const clkit_tensor *loss, ce_common *c)
+{
+    clkit_status s = check_targets(ctx, targets, c);
+    if (s) return s;
+    bool mean = c->o.reduction == CLKIT_REDUCTION_MEAN;
+    c->grad_scale = mean ? (c->count ? 1.0f / (float)c->count : 0.0f) : 1.0f;
+    const clkit_tensor *zl = c->o.z_loss;
+    if (c->o.reduction == CLKIT_REDUCTION_NONE) {
+        c->loss = loss->buffer;
+        c->l_off = (cl_long)(loss->offset / sizeof(float));
+        c->l_stride = loss->strides[0];
+        if (zl) {
+            c->zloss = zl->buffer;
+            c->z_off = (cl_long)(zl->offset / sizeof(float));
+            c->z_stride = zl->strides[0];
+        }
+        return CLKIT_OK;
+    }
+    size_t bytes = (size_t)c->t * sizeof(float);
+    if ((s = scratch_get(ctx, bytes, &c->tok)) || (zl && (s = scratch_get(ctx, bytes, &c->ztok))))
+        return s;
+    c->loss = c->tok.buf;
+    c->zloss = zl ? c->ztok.buf : NULL;
+    c->l_stride = c->z_stride = 1;
+    return CLKIT_OK;
+}
+
+/* Mean or sum of the per-token losses into loss (and z_loss); nothing for reduction none. */
+static clkit_status reduce_tokens(clkit_context *ctx, const clkit_tensor *loss, const ce_common *c)
+{
+    if (c->o.reduction == CLKIT_REDUCTION_NONE) return CLKIT_OK;
+    cl_kernel k;
+    size_t wg;
+    clkit_status s = index_kernel(ctx, "ce_reduce", false, &k, &wg);
+    if (s) return s;
+    const clkit_tensor *zl = c->o.z_loss;
+    cl_mem zbuf = zl ? zl->buffer : NULL;
+    cl_long n = c->t, l_off = (cl_long)(loss->offset / sizeof(float));
+    cl_long z_off = zl ? (cl_long)(zl->offset / sizeof(float)) : 0;
+    float scale = c->grad_scale;
+    if ((s = clkit_set_args(ctx, k, 8, sizeof(cl_mem), &c->tok.buf, sizeof(cl_mem), &c->ztok.buf,
+                            sizeof n, &n, sizeof scale, &scale, sizeof(cl_mem), &loss->buffer,
+                            sizeof l_off, &l_off, sizeof(cl_mem), &zbuf, sizeof z_off, &z_off)))
+        return s;
+    return clkit_launch(ctx, k, 1, &wg, &wg);
+}
+
+/* ---- row kernels ---- */
+
+/* A work-group per row: `items` values per work-item per step, as many work-items as cover
+   the row in about 4 steps (a warp at least, 1024 at most). CPUs (PoCL), where every plan is
+   one more slow build: 8 work-items for short rows, 64 for others. */
+static size_t rows_wg(const struct clkit_device_props *p, int64_t n, unsigned items)
+{
+    size_t max = pow2_floor(min_sz(p->max_work_group, 1024));
+    if (!p->is_gpu) return min_sz((uint64_t)n <= 8ull * items ? 8 : 64, max);
+    size_t wg = p->warp > 1 ? p->warp : 32;
+    while (wg < max && (uint64_t)n > 4ull * wg * items) wg *= 2;
+    return min_sz(wg, max);
+}
+
+static unsigned rows_chunks(const struct clkit_device_props *p) { return p->is_gpu ? 4 : 2; }
+
+static void rows_options(clkit_context *ctx, clkit_dtype dtype, unsigned vec, size_t wg,
+                         char *buf, size_t size)
+{
+    snprintf(buf, size, "%s -D WG=%zu -D VEC=%u -D CHUNKS=%u", clkit_dtype_macro(dtype), wg, vec,
+             rows_chunks(&ctx->props));
+}
+
+/* Builds a row kernel, shrinking the work-group until the built kernel can run it. */
+static clkit_status rows_kernel(clkit_context *ctx, const char *name, clkit_dtype dtype,
+                                unsigned vec, size_t *wg, cl_kernel *k)
+{
+    for (;;) {
+        char opts[128];
+        rows_options(ctx, dtype, vec, *wg, opts, sizeof opts);
+        clkit_status s = clkit_get_kernel(ctx, "cross_entropy.cl", name, opts, k);
+        if (s) return s;
+        size_t limit = clkit_kernel_wg_limit(ctx, *k);
+        if (*wg <= limit) return CLKIT_OK;
+        if (*wg == 1)
+            return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "%s: no work-group size runs", name);
+        *wg = pow2_floor(limit);
+    }
+}
+
+/* Persistent grid: as many groups as the compute units hold, each looping over rows. */
+static clkit_status launch_rows(clkit_context *ctx, cl_kernel k, size_t wg, int64_t rows)
+{
+    uint64_t local_bytes, private_bytes;
+    clkit_kernel_mem(ctx, k, &local_bytes, &private_bytes);
+    unsigned occupancy = clkit_occupancy(&ctx->props, wg, local_bytes, 0);
+    size_t global = clkit_persistent_groups(&ctx->props, occupancy, (uint64_t)rows) * wg;
+    return clkit_launch(ctx, k, 1, &global, &wg);
+}
+
+/* ---- clkit_cross_entropy ---- */
+
+/* A (T, V) view as ce_rows takes it: element offset and strides, those of extent-1 dims
+   normalised so that they cannot stop the vector path. */
+typedef struct rows_view {
+    cl_long off, rs, cs;
+} rows_view;
+
+static rows_view make_rows_view(const clkit_tensor *t)
+{
+    rows_view r = {(cl_long)(t->offset / clkit_dtype_size(t->dtype)), t->strides[0],
+                   t->strides[1]};
+    if (t->shape[0] == 1) r.rs = 0;
+    if (t->shape[1] == 1) r.cs = 1;
+    return r;
+}
+
+/* 16-byte accesses need unit columns, and dlogits in the logits' alignment phase so that one
+   position grid serves both. */
+static unsigned rows_vec(const rows_view *x, const rows_view *d, clkit_dtype dtype)
+{
+    int64_t vec = 16 / (int64_t)clkit_dtype_size(dtype);
+    if (x->cs != 1 || (d && d->cs != 1)) return 1;
+    if (d && (mod(x->off - d->off, vec) || mod(x->rs - d->rs, vec))) return 1;
+    return (unsigned)vec;
+}
+
+static clkit_status run_rows(clkit_context *ctx, const clkit_tensor *logits,
+                             const clkit_tensor *dlogits, const ce_common *c)
+{
+    rows_view x = make_rows_view(logits), d = {0, 0, 1};
+    if (dlogits) d = make_rows_view(dlogits);
+    unsigned vec = rows_vec(&x, dlogits ? &d : NULL, logits->dtype);
+    size_t wg = rows_wg(&ctx->props, c->v, vec * rows_chunks(&ctx->props));
+    cl_kernel k;
+    clkit_status s = rows_kernel(ctx, "ce_rows", logits->dtype, vec, &wg, &k);
+    if (s) return s;
+    cl_mem dbuf = dlogits ? dlogits->buffer : NULL;
+    cl_long n_rows = c->t, v = c->v;
+    float smoothing = c->o.label_smoothing, cap = c->o.softcap, zs = c->o.z_loss_scale;
+    float scale = c->grad_scale;
+    s = clkit_set_args(ctx, k, 21, sizeof(cl_mem), &logits->buffer, sizeof x.off, &x.off,
+                       sizeof x.rs, &x.rs, sizeof x.cs, &x.cs, sizeof(cl_mem), &c->tgt.buf,
+                       sizeof n_rows, &n_rows, sizeof v, &v, sizeof smoothing, &smoothing,
+                       sizeof cap, &cap, sizeof zs, &zs, sizeof scale, &scale, sizeof(cl_mem),
+                       &c->loss, sizeof c->l_off, &c->l_off, sizeof c->l_stride, &c->l_stride,
+                       sizeof(cl_mem), &c->zloss, sizeof c->z_off, &c->z_off, sizeof c->z_stride,
+                       &c->z_stride, sizeof(cl_mem), &dbuf, sizeof d.off, &d.off, sizeof d.rs,
+                       &d.rs, sizeof d.cs, &d.cs);
+    if (s) return s;
+    clkit_log(CLKIT_LOG_DEBUG, "cross_entropy %lldx%lld %s: wg %zu vec %u", (long long)c->t,
+              (long long)c->v, clkit_dtype_name(logits->dtype), wg, vec);
+    return launch_rows(ctx, k, wg, c->t);
+}
+
 clkit_status clkit_cross_entropy(clkit_context *ctx, const clkit_tensor *logits,
                                  const clkit_tensor *targets,
                                  const clkit_cross_entropy_options *opt, const clkit_tensor *loss,
                                  const clkit_tensor *dlogits)
 {
-    (void)logits, (void)targets, (void)opt, (void)loss, (void)dlogits;
-    return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "cross_entropy: not yet");
+    if (!ctx) return CLKIT_ERR_NULL_ARGUMENT;
+    clkit_clear_error(ctx);
+    ce_common c = {.o = opt ? *opt : clkit_cross_entropy_defaults()};
+    clkit_status s;
+    if ((s = check_options(ctx, &c.o)) ||
+        (s = clkit_check_tensor(ctx, logits, "logits", 2, 2, CLKIT_DT_FLOAT)))
+        return s;
+    c.t = logits->shape[0], c.v = logits->shape[1];
+    if ((s = check_dims(ctx, "T (logits rows)", c.t)) ||
+        (s = check_dims(ctx, "V (logits columns)", c.v)) ||
+        (s = check_loss_args(ctx, targets, c.t, &c.o, loss)))
+        return s;
+    if (dlogits) {
+        if ((s = clkit_check_tensor(ctx, dlogits, "dlogits", 2, 2, CLKIT_DT_FLOAT)) ||
+            (s = clkit_check_same_shape(ctx, dlogits, "dlogits", logits, "logits")) ||
+            (s = clkit_check_output(ctx, dlogits, "dlogits")))
+            return s;
+        if (dlogits->dtype != logits->dtype)
+            return clkit_fail(ctx, CLKIT_ERR_DTYPE, "dlogits (%s) must have the logits' dtype (%s)",
+                              clkit_dtype_name(dlogits->dtype), clkit_dtype_name(logits->dtype));
+    }
+    const clkit_tensor *ts[] = {logits, targets, loss, c.o.z_loss, dlogits};
+    const char *names[] = {"logits", "targets", "loss", "z_loss", "dlogits"};
+    if ((s = check_overlaps(ctx, 5, ts, names, 2, 4, 0))) return s;
+    if (!(s = prepare_common(ctx, targets, loss, &c)) && !(s = run_rows(ctx, logits, dlogits, &c)))
+        s = reduce_tokens(ctx, loss, &c);
+    release_common(ctx, &c);
+    return s;
+}
+
+/* ---- clkit_linear_cross_entropy ---- */
+
+typedef struct lce {
+    const clkit_tensor *x, *w, *bias, *dx, *dw, *db;
+    ce_common c;
+    int64_t d, chunk, nchunks; /* chunk: vocabulary columns per chunk */
+    int64_t ldz, lds;          /* row strides of the logits and gradient scratch */
+    clkit_dtype dt;
+    scratch state, z, s, acc; /* s: 16-bit gradient (f32 overwrites z); acc: f32 dx */
+    size_t wg;
+    cl_kernel stats, grad, dbias;
+} lce;
+
+static void release_lce(clkit_context *ctx, lce *l)
+{
+    release_common(ctx, &l->c);
+    scratch_put(ctx, &l->state);
+    scratch_put(ctx, &l->z);
+    scratch_put(ctx, &l->s);
+    scratch_put(ctx, &l->acc);
+}
+
+/* Columns per chunk: $CLKIT_LCE_CHUNK when set to a positive count, else the most, a multiple
+   of LCE_COLS and at least LCE_COLS, whose scratch (T x chunk f32 logits, plus the gradient
+   in the storage dtype when it cannot overwrite them) fits min(LCE_BUDGET, max_alloc / 2);
+   never more than V. */
+static int64_t chunk_width(const struct clkit_device_props *p, int64_t t, int64_t v,
+                           uint64_t bytes_per_logit)
+{
+    const char *env = getenv("CLKIT_LCE_CHUNK");
+    int64_t w = env ? atoll(env) : 0;
+    if (w <= 0) {
+        uint64_t budget = p->max_alloc / 2 < LCE_BUDGET ? p->max_alloc / 2 : LCE_BUDGET;
+        w = (int64_t)(budget / ((uint64_t)t * bytes_per_logit)) / LCE_COLS * LCE_COLS;
+        if (w < LCE_COLS) w = LCE_COLS;
+    }
+    return w < v ? w : v;
+}
+
+static clkit_tensor matrix(cl_mem buf, clkit_dtype dt, int64_t offset_elems, int64_t rows,
+                           int64_t cols, int64_t rs, int64_t cs)
+{
+    int64_t shape[2] = {rows, cols};
+    clkit_tensor m = clkit_tensor_contiguous(buf, dt, 2, shape);
+    m.offset = (size_t)offset_elems * clkit_dtype_size(dt);
+    m.strides[0] = rs, m.strides[1] = cs;
+    return m;
+}
+
+/* Rows [v0, v0 + n) of a (V, D) tensor, transposed to (D, n) when asked. */
+static clkit_tensor vocab_rows(const clkit_tensor *w, int64_t v0, int64_t n, bool transposed)
+{
+    int64_t off = (int64_t)(w->offset / clkit_dtype_size(w->dtype)) + v0 * w->strides[0];
+    return transposed ? matrix(w->buffer, w->dtype, off, w->shape[1], n, w->strides[1], w->strides[0])
+                      : matrix(w->buffer, w->dtype, off, n, w->shape[1], w->strides[0], w->strides[1]);
+}
+
+/* The chunk's logits x @ W[v0 : v0 + n]^T into z (the bias is added by the kernels). */
+static clkit_status chunk_logits(clkit_context *ctx, const lce *l, int64_t v0, int64_t n)
+{
+    clkit_tensor wt = vocab_rows(l->w, v0, n, true);
+    clkit_tensor z = matrix(l->z.buf, CLKIT_F32, 0, l->c.t, n, l->ldz, 1);
+    return clkit_matmul(ctx, l->x, &wt, &z, NULL);
+}
+
+/* lce_stats and lce_grad at one work-group size (the smaller either can run), and lce_dbias
+   from the same program. */
+static clkit_status lce_kernels(clkit_context *ctx, lce *l)
+{
+    bool grads = l->dx || l->dw || l->db;
+    clkit_status s;
+    l->wg = rows_wg(&ctx->props, l->chunk, 4 * rows_chunks(&ctx->props));
+    for (;;) {
+        size_t wg = l->wg;
+        s = rows_kernel(ctx, "lce_stats", l->dt, 1, &wg, &l->stats);
+        if (!s && grads) s = rows_kernel(ctx, "lce_grad", l->dt, 1, &wg, &l->grad);
+        if (s || wg == l->wg) break;
+        l->wg = wg;
+    }
+    if (s || !l->db) return s;
+    char opts[128];
+    rows_options(ctx, l->dt, 1, l->wg, opts, sizeof opts);
+    if ((s = clkit_get_kernel(ctx, "cross_entropy.cl", "lce_dbias", opts, &l->dbias))) return s;
+    if (clkit_kernel_wg_limit(ctx, l->dbias) < DB_COLS * DB_ROWS)
+        return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "lce_dbias: the kernel cannot run %d work-items",
+                          DB_COLS * DB_ROWS);
+    return CLKIT_OK;
+}
+
+/* Arguments 4..6 of lce_stats and lce_grad: the bias, NULL when there is none. */
+typedef struct bias_args {
+    cl_mem buf;
+    cl_long off, stride;
+} bias_args;
+
+static bias_args make_bias_args(const clkit_tensor *b)
+{
+    bias_args a = {NULL, 0, 0};
+    if (b) a = (bias_args){b->buffer, (cl_long)(b->offset / clkit_dtype_size(b->dtype)), b->strides[0]};
+    return a;
+}
+
+static clkit_status chunk_stats(clkit_context *ctx, const lce *l, int64_t v0, int64_t n,
+                                int first, int last)
+{
+    const ce_common *c = &l->c;
+    bias_args b = make_bias_args(l->bias);
+    cl_long ldz = l->ldz, nn = n, v0l = v0, n_rows = c->t, v = c->v;
+    float smoothing = c->o.label_smoothing, cap = c->o.softcap, zs = c->o.z_loss_scale;
+    clkit_status s = clkit_set_args(
+        ctx, l->stats, 22, sizeof(cl_mem), &l->z.buf, sizeof ldz, &ldz, sizeof nn, &nn,
+        sizeof v0l, &v0l, sizeof(cl_mem), &b.buf, sizeof b.off, &b.off, sizeof b.stride,
+        &b.stride, sizeof(cl_mem), &c->tgt.buf, sizeof n_rows, &n_rows, sizeof v, &v,
+        sizeof smoothing, &smoothing, sizeof cap, &cap, sizeof zs, &zs, sizeof(cl_mem),
+        &l->state.buf, sizeof first, &first, sizeof last, &last, sizeof(cl_mem), &c->loss,
+        sizeof c->l_off, &c->l_off, sizeof c->l_stride, &c->l_stride, sizeof(cl_mem), &c->zloss,
+        sizeof c->z_off, &c->z_off, sizeof c->z_stride, &c->z_stride);
+    return s ? s : launch_rows(ctx, l->stats, l->wg, c->t);
+}
+
+/* dloss/dz of the chunk into the gradient scratch (z itself for f32). */
+static clkit_status chunk_grad(clkit_context *ctx, const lce *l, int64_t v0, int64_t n)
+{
+    const ce_common *c = &l->c;
+    bias_args b = make_bias_args(l->bias);
+    cl_mem sbuf = l->s.buf ? l->s.buf : l->z.buf;
+    cl_long ldz = l->ldz, nn = n, v0l = v0, n_rows = c->t, v = c->v, lds = l->lds;
+    float smoothing = c->o.label_smoothing, cap = c->o.softcap, zs = c->o.z_loss_scale;
+    float scale = c->grad_scale;
+    clkit_status s = clkit_set_args(
+        ctx, l->grad, 17, sizeof(cl_mem), &l->z.buf, sizeof ldz, &ldz, sizeof nn, &nn,
+        sizeof v0l, &v0l, sizeof(cl_mem), &b.buf, sizeof b.off, &b.off, sizeof b.stride,
+        &b.stride, sizeof(cl_mem), &c->tgt.buf, sizeof n_rows, &n_rows, sizeof v, &v,
+        sizeof smoothing, &smoothing, sizeof cap, &cap, sizeof zs, &zs, sizeof scale, &scale,
+        sizeof(cl_mem), &l->state.buf, sizeof(cl_mem), &sbuf, sizeof lds, &lds);
+    return s ? s : launch_rows(ctx, l->grad, l->wg, c->t);
+}
+
+static clkit_status chunk_dbias(clkit_context *ctx, const lce *l, cl_mem sbuf, int64_t v0,
+                                int64_t n)
+{
+    cl_long lds = l->lds, n_rows = l->c.t, nn = n, stride = l->db->strides[0];
+    cl_long off = (cl_long)(l->db->offset / clkit_dtype_size(l->dt)) + v0 * stride;
+    clkit_status s = clkit_set_args(ctx, l->dbias, 7, sizeof(cl_mem), &sbuf, sizeof lds, &lds,
+                                    sizeof n_rows, &n_rows, sizeof nn, &nn, sizeof(cl_mem),
+                                    &l->db->buffer, sizeof off, &off, sizeof stride, &stride);
+    size_t global[2] = {(size_t)round_up(n, DB_COLS), DB_ROWS}, local[2] = {DB_COLS, DB_ROWS};
+    return s ? s : clkit_launch(ctx, l->dbias, 2, global, local);
+}
+
+/* The chunk's share of every gradient: dweight rows and dbias entries [v0, v0 + n) written
+   once (f32 accumulation inside the GEMM and the column sums), dx accumulated in f32. */
+static clkit_status chunk_backward(clkit_context *ctx, const lce *l, int64_t v0, int64_t n,
+                                   bool first)
+{
+    clkit_status s = chunk_grad(ctx, l, v0, n);
+    if (s) return s;
+    cl_mem sbuf = l->s.buf ? l->s.buf : l->z.buf;
+    clkit_tensor g = matrix(sbuf, l->dt, 0, l->c.t, n, l->lds, 1);
+    if (l->dw) {
+        clkit_tensor gt = matrix(sbuf, l->dt, 0, n, l->c.t, 1, l->lds);
+        clkit_tensor dw = vocab_rows(l->dw, v0, n, false);
+        if ((s = clkit_matmul(ctx, &gt, l->x, &dw, NULL))) return s;
+    }
+    if (l->db && (s = chunk_dbias(ctx, l, sbuf, v0, n))) return s;
+    if (!l->dx) return CLKIT_OK;
+    clkit_tensor acc = l->acc.buf ? matrix(l->acc.buf, CLKIT_F32, 0, l->c.t, l->d, l->d, 1) : *l->dx;
+    clkit_tensor w = vocab_rows(l->w, v0, n, false);
+    clkit_matmul_options mo = clkit_matmul_defaults();
+    mo.beta = first ? 0.0f : 1.0f;
+    return clkit_matmul(ctx, &g, &w, &acc, &mo);
+}
+
+static clkit_status lce_scratch(clkit_context *ctx, lce *l)
+{
+    size_t es = clkit_dtype_size(l->dt);
+    bool grads = l->dx || l->dw || l->db, s16 = grads && l->dt != CLKIT_F32;
+    l->chunk = chunk_width(&ctx->props, l->c.t, l->c.v, 4 + (s16 ? es : 0));
+    l->nchunks = (l->c.v + l->chunk - 1) / l->chunk;
+    l->ldz = round_up(l->chunk, 4);
+    l->lds = s16 ? round_up(l->chunk, 8) : l->ldz;
+    size_t t = (size_t)l->c.t;
+    clkit_status s;
+    if ((s = scratch_get(ctx, t * 4 * sizeof(float), &l->state)) ||
+        (s = scratch_get(ctx, t * (size_t)l->ldz * sizeof(float), &l->z)) ||
+        (s16 && (s = scratch_get(ctx, t * (size_t)l->lds * es, &l->s))))
+        return s;
+    if (l->dx && l->dx->dtype != CLKIT_F32)
+        s = scratch_get(ctx, t * (size_t)l->d * sizeof(float), &l->acc);
+    return s;
+}
+
+static clkit_status run_linear(clkit_context *ctx, lce *l, const clkit_tensor *targets,
+                               const clkit_tensor *loss)
+{
+    clkit_status s;
+    if ((s = prepare_common(ctx, targets, loss, &l->c)) || (s = lce_scratch(ctx, l)) ||
+        (s = lce_kernels(ctx, l)))
+        return s;
+    clkit_log(CLKIT_LOG_DEBUG, "linear_cross_entropy T %lld D %lld V %lld %s: %lld chunks of %lld, wg %zu",
+              (long long)l->c.t, (long long)l->d, (long long)l->c.v, clkit_dtype_name(l->dt),
+              (long long)l->nchunks, (long long)l->chunk, l->wg);
+    for (int64_t i = 0; i < l->nchunks; i++) {
+        int64_t v0 = i * l->chunk, n = l->c.v - v0 < l->chunk ? l->c.v - v0 : l->chunk;
+        if ((s = chunk_logits(ctx, l, v0, n)) ||
+            (s = chunk_stats(ctx, l, v0, n, i == 0, i == l->nchunks - 1)))
+            return s;
+    }
+    if ((s = reduce_tokens(ctx, loss, &l->c)) || !(l->dx || l->dw || l->db)) return s;
+    for (int64_t i = l->nchunks - 1; i >= 0; i--) {
+        int64_t v0 = i * l->chunk, n = l->c.v - v0 < l->chunk ? l->c.v - v0 : l->chunk;
+        bool last = i == l->nchunks - 1; /* its logits are still in z */
+        if ((!last && (s = chunk_logits(ctx, l, v0, n))) ||
+            (s = chunk_backward(ctx, l, v0, n, last)))
+            return s;
+    }
+    if (!l->acc.buf) return CLKIT_OK;
+    clkit_tensor acc = matrix(l->acc.buf, CLKIT_F32, 0, l->c.t, l->d, l->d, 1);
+    return clkit_copy(ctx, &acc, l->dx);
+}
+
+/* x (T, D), weight (V, D), bias and dbias (V), dx and dweight shaped like x and weight, all of
+   one float dtype. */
+static clkit_status check_linear(clkit_context *ctx, lce *l)
+{
+    clkit_status s;
+    const char *names[] = {"x", "weight", "bias", "dx", "dweight", "dbias"};
+    const clkit_tensor *ts[] = {l->x, l->w, l->bias, l->dx, l->dw, l->db};
+    for (int i = 0; i < 6; i++) {
+        if (!ts[i] && (i == 0 || i == 1))
+            return clkit_fail(ctx, CLKIT_ERR_NULL_ARGUMENT, "%s is NULL", names[i]);
+        if (!ts[i]) continue;
+        int nd = i % 3 == 2 ? 1 : 2;
+        if ((s = clkit_check_tensor(ctx, ts[i], names[i], nd, nd, CLKIT_DT_FLOAT))) return s;
+        if (ts[i]->dtype != l->x->dtype)
+            return clkit_fail(ctx, CLKIT_ERR_DTYPE, "%s is %s, x %s: they must share a dtype",
+                              names[i], clkit_dtype_name(ts[i]->dtype),
+                              clkit_dtype_name(l->x->dtype));
+    }
+    l->dt = l->x->dtype;
+    l->c.t = l->x->shape[0], l->d = l->x->shape[1], l->c.v = l->w->shape[0];
+    if ((s = check_dims(ctx, "T (x rows)", l->c.t)) || (s = check_dims(ctx, "D", l->d)) ||
+        (s = check_dims(ctx, "V (weight rows)", l->c.v)))
+        return s;
+    if (l->w->shape[1] != l->d)
+        return clkit_fail(ctx, CLKIT_ERR_SHAPE, "weight is %lld x %lld but x has D = %lld",
+                          (long long)l->c.v, (long long)l->w->shape[1], (long long)l->d);
+    for (int i = 2; i < 6; i += 3)
+        if (ts[i] && ts[i]->shape[0] != l->c.v)
+            return clkit_fail(ctx, CLKIT_ERR_SHAPE, "%s has %lld elements, weight %lld rows",
+                              names[i], (long long)ts[i]->shape[0], (long long)l->c.v);
+    if ((l->dx && ((s = clkit_check_same_shape(ctx, l->dx, "dx", l->x, "x")) ||
+                   (s = clkit_check_output(ctx, l->dx, "dx")))) ||
+        (l->dw && ((s = clkit_check_same_shape(ctx, l->dw, "dweight", l->w, "weight")) ||
+                   (s = clkit_check_output(ctx, l->dw, "dweight")))) ||
+        (l->db && (s = clkit_check_output(ctx, l->db, "dbias"))))
+        return s;
+    return CLKIT_OK;
 }
 
 clkit_status clkit_linear_cross_entropy(clkit_context *ctx, const clkit_tensor *x,
@@ -23,7 +663,18 @@ clkit_status clkit_linear_cross_entropy(clkit_context *ctx, const clkit_tensor *
                                         const clkit_tensor *loss, const clkit_tensor *dx,
                                         const clkit_tensor *dweight, const clkit_tensor *dbias)
 {
-    (void)x, (void)weight, (void)bias, (void)targets, (void)opt, (void)loss, (void)dx;
-    (void)dweight, (void)dbias;
-    return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "linear_cross_entropy: not yet");
+    if (!ctx) return CLKIT_ERR_NULL_ARGUMENT;
+    clkit_clear_error(ctx);
+    lce l = {.x = x, .w = weight, .bias = bias, .dx = dx, .dw = dweight, .db = dbias};
+    l.c.o = opt ? *opt : clkit_cross_entropy_defaults();
+    clkit_status s;
+    if ((s = check_options(ctx, &l.c.o)) || (s = check_linear(ctx, &l)) ||
+        (s = check_loss_args(ctx, targets, l.c.t, &l.c.o, loss)))
+        return s;
+    const clkit_tensor *ts[] = {x, weight, bias, targets, loss, l.c.o.z_loss, dx, dweight, dbias};
+    const char *names[] = {"x", "weight", "bias", "targets", "loss", "z_loss", "dx", "dweight", "dbias"};
+    if ((s = check_overlaps(ctx, 9, ts, names, 4, -1, -1))) return s;
+    s = run_linear(ctx, &l, targets, loss);
+    release_lce(ctx, &l);
+    return s;
 }
