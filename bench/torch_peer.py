@@ -17,20 +17,48 @@ f32 with TF32 off (SGEMM, as clkit computes), f16/bf16 inputs with f32 accumulat
 torch has out_dtype (2.8+), an f32 output as clkit writes; older torch writes the inputs'
 dtype (noted on stderr). Its table puts clkit's three columns of the CSV (tuned, heuristic
 default, CLBlast) beside cuBLAS, with the ratios clkit/cuBLAS and clkit/CLBlast.
+
+layernorm and layernorm_backward follow the Triton tutorial: x = -2.3 + 0.5 randn, weight and
+bias rand, all requiring grad, eps 1e-5; the forward is F.layer_norm (eager and compiled), the
+backward y.backward(dy) on a graph built once, timed with grad_to_none=[x] (eager, and the
+backward of the compiled forward). GB/s count x and y, or dy, x and dx, as clkit does;
+`--op layernorm` runs both, as in clkit bench.
+
+linear_cross_entropy is F.cross_entropy(x @ W.T, targets) and its backward (dx, dW) per step,
+eager, timed with grad_to_none=[x, W], in TFLOP/s (6 T D V per step) and ms. Beside clkit's
+scratch peak (clkit_scratch_peak of one call) it shows torch's peak extra memory: the most
+memory torch held during one step beyond what it held before it, inputs and weights, and the
+gradients the step creates (clkit's caller holds those as dx and dweight).
+
+For the targets of TARGETS.md:
+
+    CLKIT_DEVICE=nvidia build/tools/clkit bench --op layernorm --csv > ln-f32.csv
+    python3 bench/torch_peer.py --op layernorm --clkit ln-f32.csv --out ln-f32-merged.csv
+    CLKIT_DEVICE=nvidia build/tools/clkit bench --op layernorm --dtype f16 --csv > ln-f16.csv
+    python3 bench/torch_peer.py --op layernorm --dtype f16 --clkit ln-f16.csv --out ln-f16-merged.csv
+    CLKIT_DEVICE=nvidia build/tools/clkit bench --op linear_cross_entropy --dtype f16 --csv > lce.csv
+    python3 bench/torch_peer.py --op linear_cross_entropy --dtype f16 --clkit lce.csv --out lce-merged.csv
 """
 import argparse
 import csv
 import sys
 
-OPS = ("add", "softmax", "dropout", "copy", "grayscale", "matmul")
+OPS = ("add", "softmax", "dropout", "copy", "grayscale", "matmul", "layernorm",
+       "layernorm_backward", "linear_cross_entropy")
+# --op FAMILY runs each op of it, as `clkit bench --op` does.
+FAMILIES = {"layernorm": ("layernorm", "layernorm_backward")}
 ELEMENT_SIZE = {"f32": 4, "f16": 2, "bf16": 2, "u8": 1}
 TORCH_DTYPE = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "u8": "uint8"}
 SOFTMAX_TARGETS = (256, 1024, 4096, 12672, 32768)  # TARGETS.md
-# The columns of a `clkit bench` CSV (its provider column) and the peers run here, by what
-# rates the op: GB/s for the bandwidth ops, TFLOP/s for matmul.
-CLKIT_COLUMNS = {"gbps": ("clkit",), "tflops": ("clkit", "heuristic", "clblast")}
-PEERS = {"gbps": ("torch", "compile"), "tflops": ("torch",)}
-UNIT_NAME = {"gbps": "GB/s", "tflops": "TFLOP/s"}
+LAYERNORM_TARGET = 8192  # TARGETS.md: 4096 x 8192
+LAYERNORM_EPS = 1e-5
+# The table of an op's rows (its columns and peers): GB/s for the bandwidth ops, TFLOP/s
+# for matmul, time, TFLOP/s and memory for linear_cross_entropy.
+TABLE_OF = {"matmul": "matmul", "linear_cross_entropy": "lce"}
+# The providers of a `clkit bench` CSV (its provider column) and the peers run here.
+CLKIT_COLUMNS = {"gbps": ("clkit",), "matmul": ("clkit", "heuristic", "clblast"),
+                 "lce": ("clkit",)}
+PEERS = {"gbps": ("torch", "compile"), "matmul": ("torch",), "lce": ("torch",)}
 
 
 class Case:
@@ -46,13 +74,18 @@ class Case:
     def key(self):
         return (self.op, self.dtype, self.shape)
 
+    @property
+    def table(self):
+        return TABLE_OF.get(self.op, "gbps")
+
     def rate(self, ms):
         return self.work / ms * (1e-6 if self.unit == "gbps" else 1e-9)
 
 
 def make_case(op, dtype, dims, transposed=False):
     shape = "x".join(str(d) for d in dims) + (".T" if transposed else "")
-    inputs = {"add": 2, "grayscale": 3}.get(op, 1)  # grayscale: 3 planes in
+    # grayscale: 3 planes in; layernorm_backward: dy and x (the tutorial counts no weights)
+    inputs = {"add": 2, "grayscale": 3, "layernorm_backward": 2}.get(op, 1)
     numel = 1
     for d in dims:
         numel *= d
@@ -66,6 +99,13 @@ def make_matmul(dtype, m, n, k, batch=1, shared_b=False):
     return Case("matmul", dtype, shape, 2 * m * n * k * batch, "tflops", (m, n, k, batch))
 
 
+def make_lce(dtype, t, d, v):
+    """T x D x V, as clkit spells it; 2 T D V flops forward, three times that with the
+    backward (TARGETS.md)."""
+    return Case("linear_cross_entropy", dtype, f"{t}x{d}x{v}", 6 * t * d * v, "tflops",
+                (t, d, v))
+
+
 def matmul_cases(dtype, quick):
     """The rows of `clkit bench --op matmul` (tools/ops.c: matmul_shapes)."""
     sides = [128 * i for i in ((2, 4) if quick else range(2, 33))] + ([] if quick else [8192])
@@ -76,7 +116,7 @@ def matmul_cases(dtype, quick):
 
 
 def cases(op, dtype, quick):
-    """The shapes of `clkit bench` (tools/ops.c), softmax thinned out."""
+    """The shapes of `clkit bench` (tools/ops.c), softmax and layernorm thinned out."""
     stream = [1 << e for e in (range(12, 21, 4) if quick else range(12, 28))]
     if op in ("add", "dropout"):
         return [make_case(op, dtype, (n,)) for n in stream]
@@ -91,6 +131,14 @@ def cases(op, dtype, quick):
         return [make_case(op, dtype, (4096, n)) for n in ns]
     if op == "matmul":
         return matmul_cases(dtype, quick)
+    if op in ("layernorm", "layernorm_backward"):
+        if quick:
+            return [make_case(op, dtype, (256, n)) for n in (1024, 4096, 8192)]
+        ns = sorted({512 * i for i in range(2, 32, 4)} | {LAYERNORM_TARGET})
+        return [make_case(op, dtype, (4096, n)) for n in ns]
+    if op == "linear_cross_entropy":
+        shapes = [(512, 128, 1000)] if quick else [(32768, 384, 32768), (8192, 4096, 128256)]
+        return [make_lce(dtype, *s) for s in shapes]
     # grayscale: the float dtype where the op has it (f32), and u8, as clkit bench.
     images = [(1066, 1600)] + ([] if quick else [(2160, 3840)])
     dtypes = (["f32"] if dtype == "f32" else []) + ["u8"]
@@ -105,17 +153,22 @@ def number(text):
 
 def read_clkit(path):
     """Rows of a `clkit bench --csv` file by (op, dtype, shape), each with the rates of its
-    providers ({"clkit": (median, p20, p80), ...}), and the device named. CSVs from before
-    the provider column hold clkit's GB/s alone."""
+    providers ({"clkit": (median, p20, p80), ...}), other fields of clkit's provider
+    ({"clkit_scratch_mib": ...}), and the device named. CSVs from before the provider column
+    hold clkit's GB/s alone, those from before scratch_mib no scratch."""
     rows, device = {}, ""
     with open(path, newline="") as f:
         for r in csv.DictReader(f):
             unit = "tflops" if r.get("n_flops") else "gbps"
             work = int(float(r["n_flops"] if unit == "tflops" else r["n_bytes"]))
             row = rows.setdefault((r["op"], r["dtype"], r["shape"]),
-                                  {"unit": unit, "work": work, "rates": {}})
-            row["rates"][r.get("provider") or "clkit"] = tuple(
+                                  {"unit": unit, "work": work, "rates": {}, "fields": {}})
+            provider = r.get("provider") or "clkit"
+            row["rates"][provider] = tuple(
                 number(r.get(f"{unit}_{q}")) for q in ("median", "p20", "p80"))
+            scratch = number(r.get("scratch_mib"))
+            if provider == "clkit" and scratch is not None:
+                row["fields"]["clkit_scratch_mib"] = scratch
             device = r["device"]
     return rows, device
 
@@ -141,6 +194,10 @@ def matmul_function(case, torch):
 def peer_function(case, torch):
     """The PyTorch expression of the op, as a function of its inputs."""
     F = torch.nn.functional
+    if case.op in ("layernorm", "layernorm_backward"):
+        return lambda x, w, b: F.layer_norm(x, x.shape[-1:], w, b, LAYERNORM_EPS)
+    if case.op == "linear_cross_entropy":
+        return lambda x, w, targets: F.cross_entropy(x @ w.t(), targets)
     if case.op == "add":
         return lambda x, y: x + y
     if case.op == "softmax":
@@ -174,17 +231,55 @@ def peer_inputs(case, torch):
         m, n, k, batch = case.dims
         lead = (batch,) if batch > 1 else ()
         return (rand(*lead, m, k), rand(k, n) if case.shared_b else rand(*lead, k, n))
+    if case.op in ("layernorm", "layernorm_backward"):  # the tutorial's values
+        m, n = case.dims
+        x = (-2.3 + 0.5 * rand(m, n)).requires_grad_()
+        w = torch.rand(n, dtype=dtype, device="cuda", requires_grad=True)
+        b = torch.rand(n, dtype=dtype, device="cuda", requires_grad=True)
+        return (x, w, b) + ((0.1 * rand(m, n),) if case.op == "layernorm_backward" else ())
+    if case.op == "linear_cross_entropy":
+        t, d, v = case.dims
+        weight = (rand(v, d) * d ** -0.5).requires_grad_()
+        return (rand(t, d).requires_grad_(), weight,
+                torch.randint(0, v, (t,), device="cuda"))
     if case.transposed:  # the source is the (cols, rows) matrix, read transposed
         return (rand(case.dims[1], case.dims[0]),)
     return (rand(*case.dims),)
 
 
-def time_peer(fn, args, case, torch, do_bench):
-    """(rate median, p20, p80) of fn(*args) by do_bench; the first call compiles."""
-    fn(*args)
+def step(case, fn, args):
+    """What one timed repeat runs, and the tensors whose gradients do_bench drops before each
+    (grad_to_none, as the tutorials): layernorm_backward the backward of a graph built here
+    once, linear_cross_entropy a forward and backward, the others fn(*args)."""
+    if case.op == "layernorm_backward":
+        x, w, b, dy = args
+        y = fn(x, w, b)
+        return (lambda: y.backward(dy, retain_graph=True)), [x]
+    if case.op == "linear_cross_entropy":
+        x, w, _ = args
+        return (lambda: fn(*args).backward()), [x, w]
+    return (lambda: fn(*args)), None
+
+
+def time_peer(run, grads, case, torch, do_bench):
+    """(rate median, p20, p80) of run() by do_bench; the first call compiles."""
+    run()
     torch.cuda.synchronize()
-    ms, ms_p20, ms_p80 = do_bench(lambda: fn(*args), quantiles=[0.5, 0.2, 0.8])
+    ms, ms_p20, ms_p80 = do_bench(run, grad_to_none=grads, quantiles=[0.5, 0.2, 0.8])
     return case.rate(ms), case.rate(ms_p80), case.rate(ms_p20)
+
+
+def extra_memory_mib(run, grads, torch):
+    """The most memory run() held beyond what was held before it: inputs, weights, and the
+    gradients it creates for grads (their buffers are the caller's outputs in clkit)."""
+    for t in grads:
+        t.grad = None
+    torch.cuda.synchronize()
+    held = torch.cuda.memory_allocated() + sum(t.numel() * t.element_size() for t in grads)
+    torch.cuda.reset_peak_memory_stats()
+    run()
+    torch.cuda.synchronize()
+    return (torch.cuda.max_memory_allocated() - held) / 2**20
 
 
 def first_line(error):
@@ -243,21 +338,30 @@ class Peers:
                 return torch.matmul
         return fn
 
+    def measure_peer(self, case, peer, fn, args, fields):
+        """The rates of one peer; linear_cross_entropy adds its extra memory to fields. The
+        graph a step holds goes with this call's locals."""
+        run, grads = step(case, self.runner(case, peer, fn, args), args)
+        rates = time_peer(run, grads, case, self.torch, self.do_bench)
+        if case.op == "linear_cross_entropy":
+            fields[f"{peer}_extra_mib"] = extra_memory_mib(run, grads, self.torch)
+        return rates
+
     def measure(self, case):
-        torch, result = self.torch, {}
+        """The peers' rates ({peer: (median, p20, p80)}) and other fields measured."""
+        torch, rates, fields = self.torch, {}, {}
         fn = peer_function(case, torch)
         try:
             args = peer_inputs(case, torch)
         except torch.cuda.OutOfMemoryError as e:
             print(f"torch_peer: skipping {case.op} {case.dtype} {case.shape}: {first_line(e)}",
                   file=sys.stderr)
-            return result
-        for peer in PEERS[case.unit]:
+            return rates, fields
+        for peer in PEERS[case.table]:
             if (case.op, case.dtype, peer) in self.broken:
                 continue
             try:
-                result[peer] = time_peer(self.runner(case, peer, fn, args), args, case, torch,
-                                         self.do_bench)
+                rates[peer] = self.measure_peer(case, peer, fn, args, fields)
             except Exception as e:  # noqa: BLE001 - any peer failure leaves a blank column
                 print(f"torch_peer: {peer} failed on {case.op} {case.dtype} {case.shape}: "
                       f"{first_line(e)}; leaving its column empty for this op and dtype",
@@ -265,25 +369,29 @@ class Peers:
                 self.broken.add((case.op, case.dtype, peer))
         del args
         torch.cuda.empty_cache()
-        return result
+        return rates, fields
 
 
 # ---- report ----
 
-def rate_columns(unit):
-    whos = CLKIT_COLUMNS[unit] + PEERS[unit]
+def rate_columns(unit, tables):
+    whos = dict.fromkeys(w for t in tables for w in CLKIT_COLUMNS[t] + PEERS[t])
     return [f"{who}_{unit}{q}" for who in whos for q in ("", "_p20", "_p80")]
 
 
-COLUMNS = (["op", "dtype", "shape", "n_bytes"] + rate_columns("gbps") + ["clkit_over_best_peer"]
-           + ["n_flops"] + rate_columns("tflops") + ["clkit_over_cublas", "clkit_over_clblast"])
+# linear_cross_entropy's own: ms from the rates, memory, and the ratios TARGETS.md sets.
+LCE_COLUMNS = ["clkit_ms", "torch_ms", "clkit_over_torch", "clkit_scratch_mib", "torch_extra_mib",
+               "clkit_scratch_over_torch_extra"]
+COLUMNS = (["op", "dtype", "shape", "n_bytes"] + rate_columns("gbps", ["gbps"])
+           + ["clkit_over_best_peer"] + ["n_flops"] + rate_columns("tflops", ["matmul", "lce"])
+           + ["clkit_over_cublas", "clkit_over_clblast"] + LCE_COLUMNS)
 
 
 def ratio(a, b):
-    return a / b if a and b else None
+    return a / b if a is not None and b else None
 
 
-def merge(case, clkit_row, measured):
+def merge(case, clkit_row, measured, fields):
     u = case.unit
     row = {"op": case.op, "dtype": case.dtype, "shape": case.shape,
            ("n_bytes" if u == "gbps" else "n_flops"): case.work}
@@ -292,13 +400,21 @@ def merge(case, clkit_row, measured):
     for who, values in rates.items():
         for q, v in zip(("", "_p20", "_p80"), values):
             row[f"{who}_{u}{q}"] = v
+    row.update(clkit_row["fields"] if clkit_row else {})
+    row.update(fields)
     clkit = row.get(f"clkit_{u}")
-    if u == "gbps":
-        best = max((row.get(f"{p}_gbps") or 0 for p in PEERS[u]), default=0)
+    if case.table == "gbps":
+        best = max((row.get(f"{p}_gbps") or 0 for p in PEERS["gbps"]), default=0)
         row["clkit_over_best_peer"] = ratio(clkit, best)
-    else:
+    elif case.table == "matmul":
         row["clkit_over_cublas"] = ratio(clkit, row.get("torch_tflops"))
         row["clkit_over_clblast"] = ratio(clkit, row.get("clblast_tflops"))
+    else:
+        row["clkit_over_torch"] = ratio(clkit, row.get("torch_tflops"))
+        for who in ("clkit", "torch"):
+            row[f"{who}_ms"] = ratio(case.work * 1e-9, row.get(f"{who}_tflops"))
+        row["clkit_scratch_over_torch_extra"] = ratio(row.get("clkit_scratch_mib"),
+                                                      row.get("torch_extra_mib"))
     return row
 
 
@@ -306,26 +422,34 @@ def cell(value, width, digits=1):
     return f"{value:{width}.{digits}f}" if value is not None else f"{'-':>{width}}"
 
 
-# The table columns per unit: (title, row key, digits).
+# The columns of each table: (title, row key, digits), and what its title says.
 TABLE = {
     "gbps": [("clkit GB/s", "clkit_gbps", 1), ("torch GB/s", "torch_gbps", 1),
              ("compile GB/s", "compile_gbps", 1), ("clkit/best peer", "clkit_over_best_peer", 2)],
-    "tflops": [("clkit tuned", "clkit_tflops", 2), ("heuristic", "heuristic_tflops", 2),
+    "matmul": [("clkit tuned", "clkit_tflops", 2), ("heuristic", "heuristic_tflops", 2),
                ("CLBlast", "clblast_tflops", 2), ("torch cuBLAS", "torch_tflops", 2),
                ("clkit/cuBLAS", "clkit_over_cublas", 2),
                ("clkit/CLBlast", "clkit_over_clblast", 2)],
+    "lce": [("clkit ms", "clkit_ms", 2), ("torch ms", "torch_ms", 2),
+            ("clkit TFLOP/s", "clkit_tflops", 2), ("torch TFLOP/s", "torch_tflops", 2),
+            ("clkit/torch", "clkit_over_torch", 2),
+            ("clkit scratch MiB", "clkit_scratch_mib", 1),
+            ("torch extra MiB", "torch_extra_mib", 1),
+            ("scratch/extra", "clkit_scratch_over_torch_extra", 3)],
 }
+TABLE_TITLE = {"gbps": "GB/s (median)", "matmul": "TFLOP/s (median)",
+               "lce": "forward + backward, ms and TFLOP/s (median); peak extra device memory"}
 
 
 def print_tables(rows, title):
     print(title)
     groups = {}
     for r in rows:
-        groups.setdefault((r["op"], r["dtype"], "n_flops" in r), []).append(r)
-    for (op, dtype, flops), group in groups.items():
-        unit = "tflops" if flops else "gbps"
-        columns = TABLE[unit]
-        print(f"\n{op} {dtype}: {UNIT_NAME[unit]} (median)")
+        groups.setdefault((r["op"], r["dtype"]), []).append(r)
+    for (op, dtype), group in groups.items():
+        table = TABLE_OF.get(op, "gbps")
+        columns = TABLE[table]
+        print(f"\n{op} {dtype}: {TABLE_TITLE[table]}")
         print(f"{'shape':>24} " + " ".join(f"{t:>{max(len(t), 11)}}" for t, _, _ in columns))
         for r in group:
             print(f"{r['shape']:>24} " + " ".join(
@@ -345,7 +469,8 @@ def parse_args(argv):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     a.add_argument("--clkit", metavar="FILE.csv", help="a `clkit bench --csv` file to compare")
     a.add_argument("--out", metavar="FILE.csv", help="write the merged rows as CSV")
-    a.add_argument("--op", choices=OPS + ("all",), default="all")
+    a.add_argument("--op", choices=OPS + ("all",), default="all",
+                   help="one op, or layernorm for both of its ops")
     a.add_argument("--dtype", choices=("f32", "f16", "bf16"), default="f32")
     a.add_argument("--quick", action="store_true", help="the shapes of `clkit bench --quick`")
     a.add_argument("--no-peers", action="store_true",
@@ -360,7 +485,7 @@ def main(argv):
         todo = [Case(*key, row["work"], row["unit"]) for key, row in clkit_rows.items()]
         peers, peer_name = None, "no peers run"
     else:
-        ops = OPS if args.op == "all" else (args.op,)
+        ops = OPS if args.op == "all" else FAMILIES.get(args.op, (args.op,))
         todo = [c for op in ops for c in cases(op, args.dtype, args.quick)]
         try:
             peers = Peers()
@@ -370,8 +495,8 @@ def main(argv):
         peer_name = peers.name
     rows = []
     for case in todo:
-        measured = peers.measure(case) if peers else {}
-        rows.append(merge(case, clkit_rows.get(case.key), measured))
+        measured = peers.measure(case) if peers else ({}, {})
+        rows.append(merge(case, clkit_rows.get(case.key), *measured))
     print_tables(rows, f"clkit: {device or 'no CSV given'}; peers: {peer_name}")
     if args.out:
         write_csv(args.out, rows)

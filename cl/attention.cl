@@ -1,2 +1,440 @@
-/* Fused attention: to be written. */
+/* Fused attention (FlashAttention-2), the Triton tutorial's forward and backward:
+   o = softmax(scale q k^T [+ causal mask]) v for q (B, Hq, Lq, D), k and v (B, Hkv, Lk, D).
+
+   Computed naively, the Lq x Lk score matrix S and the probabilities P go through DRAM (written
+   once, read twice), O(L^2) traffic per head against the O(L D) of the inputs and the output.
+   Here no score ever leaves the chip: the forward walks the keys in blocks with an online
+   softmax (a running row max m and sum l; when m grows, l and the partial output are rescaled
+   by 2^(m_old - m_new)), so every input element is read once per block of rows that needs it
+   and o is written once. Everything is in base 2: scale * log2(e) is folded into q once, so a
+   score costs one exp2; lse is converted to the natural log on the way out.
+
+   The backward recomputes P from the saved lse instead of storing it, as the tutorial does:
+   attn_bwd_delta computes delta = rowsum(dO * O) (f32, B x Hq x Lq); attn_bwd_dkdv holds a
+   block of keys and values and walks the query blocks that see them (every query head of the
+   kv head's group, in a fixed order: grouped-query sums are deterministic, no atomics) to
+   accumulate dK and dV; attn_bwd_dq holds a block of queries and walks the key blocks they see
+   to accumulate dQ. Causal blocks that are fully masked are never visited; only blocks that
+   cross the diagonal or an edge are masked.
+
+   Tiles. A work-group holds BLOCK_M rows (queries in the forward and dQ kernels, keys in the
+   dK/dV kernel) on chip, stored transposed in local memory ([d][row], so a work-item's rows are
+   adjacent), and streams the other side BLOCK_N rows at a time. Products that reduce over the
+   head dimension (q k^T, dO v^T, and their transposes) stream the moving operand in slices of
+   SLICE_D dimensions; products that reduce over the streamed rows (P V, dS K, P^T dO, dS^T Q)
+   take P or dS from local memory and stream the other operand in slices of SLICE_N rows. Every
+   product is register-blocked as in cl/matmul.cl: work-item (tr, tc) of an R_T x C_T grid owns
+   THREAD_M rows by THREAD_N columns of the score tile, and the same THREAD_M rows by THREAD_D =
+   HEAD_DIM / C_T columns of the output tile, so THREAD_M + THREAD_N local reads feed
+   THREAD_M * THREAD_N FMAs. The row max of the score tile is reduced through local memory
+   (portable: no sub-group width is assumed); row sums stay per work-item until the end.
+
+   Compile-time constants: HEAD_DIM, BLOCK_M, BLOCK_N, THREAD_M, THREAD_N, SLICE_D, SLICE_N
+   (powers of two), the dtype (common.h) and ATTN_FWD or ATTN_BWD, the program's kernels. */
 #include "common.h"
+
+#if defined(HEAD_DIM)
+
+/* Private arrays passed by pointer must stay in registers: force the helpers inline. */
+#define INLINE inline __attribute__((always_inline))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define R_T (BLOCK_M / THREAD_M)
+#define C_T (BLOCK_N / THREAD_N)
+#define WG (R_T * C_T)
+#define THREAD_D (HEAD_DIM / C_T)
+/* Tiles that are written often (P, dS, slices) pad their rows by 4 floats, spreading
+   transposed stores over banks while float4 reads stay 16-byte aligned. */
+#define LDM (BLOCK_M + 4)
+#define LDN (BLOCK_N + 4)
+#define LDD (HEAD_DIM + 4)
+/* A work-item's THREAD_M rows come in runs of up to 4 adjacent rows, runs R_T * 4 apart, so
+   neighbouring work-items read neighbouring float4s; likewise its columns. */
+#define RW (THREAD_M < 4 ? THREAD_M : 4)
+#define CW (THREAD_N < 4 ? THREAD_N : 4)
+#define DW (THREAD_D < 4 ? THREAD_D : 4)
+#define LOG2E 1.4426950408889634f
+#define LN2 0.6931471805599453f
+
+#define IN(t) __global const elem_t *t, long t##_off, long4 t##_st
+#define OUT(t) __global elem_t *t, long t##_off, long4 t##_st
+/* Element offset of (batch b, head h) in a tensor's view; strides are (b, h, l, d). */
+#define HEAD(t, b, h) (t##_off + (long)(b) * t##_st.s0 + (long)(h) * t##_st.s1)
+
+inline int spread(int t, int i, int w, int threads) { return (i / w) * (threads * w) + t * w + i % w; }
+inline int row_of(int tr, int i) { return spread(tr, i, RW, R_T); }
+inline int col_of(int tc, int j) { return spread(tc, j, CW, C_T); }
+inline int dim_of(int tc, int j) { return spread(tc, j, DW, C_T); }
+
+/* Defines name(p, t, x): x[i] = p[spread(t, i, W, THREADS)] for i < N, with float4 reads
+   where runs are 4 long (p is then 16-byte aligned: every tile's leading dimension and offset
+   is a multiple of 4 floats). One function per shape keeps every loop bound a constant. */
+#define DEFINE_READ(name, N, W, THREADS)                                                        \
+    INLINE void name(__local const float *p, int t, float *x)                                  \
+    {                                                                                           \
+        _Pragma("unroll") for (int c = 0; c < (N) / (W); c++)                                   \
+        {                                                                                       \
+            __local const float *s = p + c * (THREADS) * (W) + t * (W);                         \
+            if ((W) == 4) {                                                                     \
+                float4 v = *(__local const float4 *)s;                                          \
+                x[4 * c] = v.x, x[4 * c + 1] = v.y, x[4 * c + 2] = v.z, x[4 * c + 3] = v.w;     \
+            } else {                                                                            \
+                _Pragma("unroll") for (int j = 0; j < (W); j++) x[c * (W) + j] = s[j];          \
+            }                                                                                   \
+        }                                                                                       \
+    }
+DEFINE_READ(read_rows, THREAD_M, RW, R_T)
+DEFINE_READ(read_cols, THREAD_N, CW, C_T)
+DEFINE_READ(read_dims, THREAD_D, DW, C_T)
+
+/* Defines name(a, lda, b, ldb, tr, tc, acc): acc[i][j] += sum over k < DEPTH of
+   a[k][row_of(tr, i)] * b[k][column j of work-item tc] for a THREAD_M x N micro-tile, so
+   THREAD_M + N local reads feed THREAD_M * N FMAs. */
+#define DEFINE_PRODUCT(name, DEPTH, N, read_b)                                                  \
+    INLINE void name(__local const float *a, int lda, __local const float *b, int ldb, int tr,  \
+                     int tc, float *acc)                                                        \
+    {                                                                                           \
+        _Pragma("unroll") for (int k = 0; k < (DEPTH); k++)                                     \
+        {                                                                                       \
+            float x[THREAD_M], y[N];                                                            \
+            read_rows(a + k * lda, tr, x);                                                      \
+            read_b(b + k * ldb, tc, y);                                                         \
+            _Pragma("unroll") for (int i = 0; i < THREAD_M; i++)                                \
+                _Pragma("unroll") for (int j = 0; j < (N); j++)                                 \
+                    acc[i * (N) + j] = fma(x[i], y[j], acc[i * (N) + j]);                       \
+        }                                                                                       \
+    }
+/* Scores (q k^T and the like): over a slice of the head dimension, into the score tile. */
+DEFINE_PRODUCT(product_s, SLICE_D, THREAD_N, read_cols)
+/* Outputs (P V and the like): over a slice of the streamed rows, into the output tile. */
+DEFINE_PRODUCT(product_o, SLICE_N, THREAD_D, read_dims)
+
+/* dst[d * ld + r] = mul * src[r * rs + d * ds] for r < rows, d < depth: rows of a tensor stored
+   transposed for the products. Rows from `valid` on are zero (past the sequence's end).
+   Consecutive work-items take consecutive d, the usual unit stride. */
+INLINE void stage_t(__local float *dst, int ld, __global const elem_t *src, long rs, long ds,
+                    int valid, int rows, int depth, float mul, int tid)
+{
+    for (int e = tid; e < rows * depth; e += WG) {
+        int r = e / depth, d = e % depth;
+        dst[d * ld + r] = r < valid ? mul * LOAD(src, r * rs + d * ds) : 0.0f;
+    }
+}
+
+/* dst[r * LDD + d] = src[r * rs + d * ds] for r < rows, every d; rows from `valid` on zero. */
+INLINE void stage_rows(__local float *dst, __global const elem_t *src, long rs, long ds,
+                       int valid, int rows, int tid)
+{
+    for (int e = tid; e < rows * HEAD_DIM; e += WG) {
+        int r = e / HEAD_DIM, d = e % HEAD_DIM;
+        dst[r * LDD + d] = r < valid ? LOAD(src, r * rs + d * ds) : 0.0f;
+    }
+}
+
+/* f[r] = mul * src[r * stride] for r < n (zero from `valid` on): per-row statistics. */
+INLINE void stage_stat(__local float *f, __global const float *src, long stride, int valid, int n,
+                       float mul, int tid)
+{
+    for (int r = tid; r < n; r += WG) f[r] = r < valid ? mul * src[r * stride] : 0.0f;
+}
+
+/* Sets to -inf the scores of this work-item's micro-tile that are masked: a streamed row at or
+   past `limit`, or with causal, a key after its query. Rows of the tile are queries
+   (keys_across) or keys. */
+INLINE void mask_scores(float *s, int r0, int c0, int limit, int causal, int keys_across, int tr,
+                        int tc)
+{
+    #pragma unroll
+    for (int i = 0; i < THREAD_M; i++)
+        #pragma unroll
+        for (int j = 0; j < THREAD_N; j++) {
+            int r = r0 + row_of(tr, i), c = c0 + col_of(tc, j);
+            int after = keys_across ? c > r : r > c;
+            if (c >= limit || (causal && after)) s[i * THREAD_N + j] = -INFINITY;
+        }
+}
+
+/* Stores this work-item's THREAD_M x THREAD_D part of an output tile (rows from m0, mul
+   applied), skipping rows at or past `rows`. */
+INLINE void store_tile(__global elem_t *out, long rs, long ds, const float *acc, int rows,
+                       float mul, int tr, int tc)
+{
+    #pragma unroll
+    for (int i = 0; i < THREAD_M; i++) {
+        int r = row_of(tr, i);
+        if (r >= rows) continue;
+        #pragma unroll
+        for (int j = 0; j < THREAD_D; j++)
+            STORE(out, r * rs + dim_of(tc, j) * ds, mul * acc[i * THREAD_D + j]);
+    }
+}
+
+#if defined(ATTN_FWD)
+/* The K slice (SLICE_D x LDN) and the V slice (SLICE_N x LDD) are never live together. */
+#define KV_WORDS MAX(SLICE_D * LDN, SLICE_N * LDD)
+#define FWD_WORDS (HEAD_DIM * BLOCK_M + BLOCK_N * LDM + KV_WORDS + BLOCK_M * C_T)
+
+/* s += q k^T for this block of keys (log2 units: q is pre-scaled), K streamed through ks. */
+INLINE void scores(float *s, __local const float *qt, __local float *ks, __global const elem_t *k,
+                   long rs, long ds, int keys, int tid, int tr, int tc)
+{
+    for (int d0 = 0; d0 < HEAD_DIM; d0 += SLICE_D) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        stage_t(ks, LDN, k + d0 * ds, rs, ds, keys, BLOCK_N, SLICE_D, 1.0f, tid);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        product_s(qt + d0 * BLOCK_M, BLOCK_M, ks, LDN, tr, tc, s);
+    }
+}
+
+/* One step of the online softmax: the new row max m over this block (partial maxima meet in
+   red), the running sums l (each work-item sums its own columns) and the output rows rescaled
+   by 2^(m_old - m_new); P = 2^(s - m) goes to pt for the P V product. */
+INLINE void softmax_step(const float *s, float *m, float *l, float *acc, __local float *pt,
+                         __local float *red, int tr, int tc)
+{
+    #pragma unroll
+    for (int i = 0; i < THREAD_M; i++) {
+        float mx = -INFINITY;
+        #pragma unroll
+        for (int j = 0; j < THREAD_N; j++) mx = fmax(mx, s[i * THREAD_N + j]);
+        red[row_of(tr, i) * C_T + tc] = mx;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    #pragma unroll
+    for (int i = 0; i < THREAD_M; i++) {
+        int r = row_of(tr, i);
+        float m_new = m[i];
+        for (int t = 0; t < C_T; t++) m_new = fmax(m_new, red[r * C_T + t]);
+        /* A row with no visible key yet keeps m = -inf: subtracting 0 makes exp2 give 0, not NaN. */
+        float base = m_new == -INFINITY ? 0.0f : m_new, alpha = exp2(m[i] - base);
+        m[i] = m_new;
+        l[i] *= alpha;
+        #pragma unroll
+        for (int j = 0; j < THREAD_D; j++) acc[i * THREAD_D + j] *= alpha;
+        #pragma unroll
+        for (int j = 0; j < THREAD_N; j++) {
+            float p = exp2(s[i * THREAD_N + j] - base);
+            l[i] += p;
+            pt[col_of(tc, j) * LDM + r] = p;
+        }
+    }
+}
+
+/* acc += P V for this block's keys, V streamed through vs. */
+INLINE void add_pv(float *acc, __local const float *pt, __local float *vs, __global const elem_t *v,
+                   long rs, long ds, int keys, int tid, int tr, int tc)
+{
+    for (int n = 0; n < keys; n += SLICE_N) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        stage_rows(vs, v + n * rs, rs, ds, keys - n, SLICE_N, tid);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        product_o(pt + n * LDM, LDM, vs, LDD, tr, tc, acc);
+    }
+}
+
+/* Grid (query blocks x WG, B x Hq). With causal, the last query blocks see the most keys: they
+   start first, so the grid's tail is short. */
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_fwd(
+    IN(q), IN(k), IN(v), OUT(o), __global float *lse, long lse_off, long4 lse_st, int Hq,
+    int group, int Lq, int Lk, int causal, float scale2)
+{
+    __local float4 words[FWD_WORDS / 4];
+    __local float *qt = (__local float *)words, *pt = qt + HEAD_DIM * BLOCK_M;
+    __local float *kv = pt + BLOCK_N * LDM, *red = kv + KV_WORDS;
+    int tid = get_local_id(0), tr = tid / C_T, tc = tid % C_T;
+    int blocks = (Lq + BLOCK_M - 1) / BLOCK_M, bh = get_group_id(1), b = bh / Hq, h = bh % Hq;
+    int m0 = (causal ? blocks - 1 - (int)get_group_id(0) : (int)get_group_id(0)) * BLOCK_M;
+    int rows = min(BLOCK_M, Lq - m0), n_end = causal ? min(Lk, m0 + rows) : Lk;
+    q += HEAD(q, b, h) + m0 * q_st.s2;
+    k += HEAD(k, b, h / group);
+    v += HEAD(v, b, h / group);
+    stage_t(qt, BLOCK_M, q, q_st.s2, q_st.s3, rows, BLOCK_M, HEAD_DIM, scale2, tid);
+
+    float m[THREAD_M], l[THREAD_M] = {0.0f}, acc[THREAD_M * THREAD_D] = {0.0f};
+    #pragma unroll
+    for (int i = 0; i < THREAD_M; i++) m[i] = -INFINITY;
+    for (int n0 = 0; n0 < n_end; n0 += BLOCK_N) {
+        int keys = min(BLOCK_N, Lk - n0);
+        float s[THREAD_M * THREAD_N] = {0.0f};
+        scores(s, qt, kv, k + n0 * k_st.s2, k_st.s2, k_st.s3, keys, tid, tr, tc);
+        if (keys < BLOCK_N || (causal && n0 + BLOCK_N - 1 > m0))
+            mask_scores(s, m0, n0, Lk, causal, 1, tr, tc);
+        softmax_step(s, m, l, acc, pt, red, tr, tc);
+        add_pv(acc, pt, kv, v + n0 * v_st.s2, v_st.s2, v_st.s3, keys, tid, tr, tc);
+    }
+
+    /* Each work-item summed its own columns of P: combine the partial sums of each row. Rows
+       with no key at all (Lk = 0) get o = 0 and lse = -inf, as an empty softmax would. */
+    #pragma unroll
+    for (int i = 0; i < THREAD_M; i++) red[row_of(tr, i) * C_T + tc] = l[i];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    #pragma unroll
+    for (int i = 0; i < THREAD_M; i++) {
+        int r = row_of(tr, i);
+        float sum = 0.0f;
+        for (int t = 0; t < C_T; t++) sum += red[r * C_T + t];
+        l[i] = sum > 0.0f ? 1.0f / sum : 0.0f;
+        if (lse && tc == 0 && r < rows)
+            lse[lse_off + b * lse_st.s0 + h * lse_st.s1 + (m0 + r) * lse_st.s2] =
+                sum > 0.0f ? (m[i] + log2(sum)) * LN2 : -INFINITY;
+        #pragma unroll
+        for (int j = 0; j < THREAD_D; j++) acc[i * THREAD_D + j] *= l[i];
+    }
+    store_tile(o + HEAD(o, b, h) + m0 * o_st.s2, o_st.s2, o_st.s3, acc, rows, 1.0f, tr, tc);
+}
+#endif
+
+#if defined(ATTN_BWD)
+/* delta = rowsum(dO * O), one row per work-item; grid (Lq rounded up, B x Hq). */
+__kernel void attn_bwd_delta(IN(o), IN(dout), __global float *delta, int Hq, int Lq)
+{
+    int i = get_global_id(0), bh = get_global_id(1), b = bh / Hq, h = bh % Hq;
+    if (i >= Lq) return;
+    o += HEAD(o, b, h) + i * o_st.s2;
+    dout += HEAD(dout, b, h) + i * dout_st.s2;
+    float sum = 0.0f;
+    for (int d = 0; d < HEAD_DIM; d++) sum = fma(LOAD(o, d * o_st.s3), LOAD(dout, d * dout_st.s3), sum);
+    delta[(long)bh * Lq + i] = sum;
+}
+
+/* s += held rows x (streamed rows)^T and dp likewise for a second pair, over the head
+   dimension: both products of a block share the slice loop. a1/a2 are the held tiles
+   ([d][row]); the streamed rows b1/b2 go through the slices s1/s2. */
+INLINE void two_scores(float *s, float *dp, __local const float *a1, __local const float *a2,
+                       __local float *s1, __local float *s2, __global const elem_t *b1, long rs1,
+                       long ds1, __global const elem_t *b2, long rs2, long ds2, int valid,
+                       int tid, int tr, int tc)
+{
+    for (int d0 = 0; d0 < HEAD_DIM; d0 += SLICE_D) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        stage_t(s1, LDN, b1 + d0 * ds1, rs1, ds1, valid, BLOCK_N, SLICE_D, 1.0f, tid);
+        stage_t(s2, LDN, b2 + d0 * ds2, rs2, ds2, valid, BLOCK_N, SLICE_D, 1.0f, tid);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        product_s(a1 + d0 * BLOCK_M, BLOCK_M, s1, LDN, tr, tc, s);
+        product_s(a2 + d0 * BLOCK_M, BLOCK_M, s2, LDN, tr, tc, dp);
+    }
+}
+
+#define DQ_WORDS (2 * HEAD_DIM * BLOCK_M + BLOCK_N * LDM + MAX(2 * SLICE_D * LDN, SLICE_N * LDD) + 2 * BLOCK_M)
+
+/* Grid (query blocks x WG, B x Hq). A block of queries with its dO, lse and delta stays on
+   chip; for each key block it recomputes P = 2^(q k^T - lse), dP = dO v^T and
+   dS = P (dP - delta), then dQ += dS K. dQ = scale * sum. */
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_bwd_dq(
+    IN(q), IN(k), IN(v), IN(dout), __global const float *lse, long lse_off, long4 lse_st,
+    __global const float *delta, OUT(dq), int Hq, int group, int Lq, int Lk, int causal,
+    float scale2, float scale)
+{
+    __local float4 words[DQ_WORDS / 4];
+    __local float *qt = (__local float *)words, *dot = qt + HEAD_DIM * BLOCK_M;
+    __local float *dst = dot + HEAD_DIM * BLOCK_M, *kv = dst + BLOCK_N * LDM;
+    __local float *lse2 = kv + MAX(2 * SLICE_D * LDN, SLICE_N * LDD), *dlt = lse2 + BLOCK_M;
+    int tid = get_local_id(0), tr = tid / C_T, tc = tid % C_T;
+    int blocks = (Lq + BLOCK_M - 1) / BLOCK_M, bh = get_group_id(1), b = bh / Hq, h = bh % Hq;
+    int m0 = (causal ? blocks - 1 - (int)get_group_id(0) : (int)get_group_id(0)) * BLOCK_M;
+    int rows = min(BLOCK_M, Lq - m0), n_end = causal ? min(Lk, m0 + rows) : Lk;
+    q += HEAD(q, b, h) + m0 * q_st.s2;
+    dout += HEAD(dout, b, h) + m0 * dout_st.s2;
+    k += HEAD(k, b, h / group);
+    v += HEAD(v, b, h / group);
+    stage_t(qt, BLOCK_M, q, q_st.s2, q_st.s3, rows, BLOCK_M, HEAD_DIM, scale2, tid);
+    stage_t(dot, BLOCK_M, dout, dout_st.s2, dout_st.s3, rows, BLOCK_M, HEAD_DIM, 1.0f, tid);
+    stage_stat(lse2, lse + lse_off + b * lse_st.s0 + h * lse_st.s1 + m0 * lse_st.s2, lse_st.s2,
+               rows, BLOCK_M, LOG2E, tid);
+    stage_stat(dlt, delta + (long)bh * Lq + m0, 1, rows, BLOCK_M, 1.0f, tid);
+
+    float acc[THREAD_M * THREAD_D] = {0.0f};
+    for (int n0 = 0; n0 < n_end; n0 += BLOCK_N) {
+        int keys = min(BLOCK_N, Lk - n0);
+        float s[THREAD_M * THREAD_N] = {0.0f}, dp[THREAD_M * THREAD_N] = {0.0f};
+        two_scores(s, dp, qt, dot, kv, kv + SLICE_D * LDN, k + n0 * k_st.s2, k_st.s2, k_st.s3,
+                   v + n0 * v_st.s2, v_st.s2, v_st.s3, keys, tid, tr, tc);
+        if (keys < BLOCK_N || (causal && n0 + BLOCK_N - 1 > m0))
+            mask_scores(s, m0, n0, Lk, causal, 1, tr, tc);
+        #pragma unroll
+        for (int i = 0; i < THREAD_M; i++) {
+            int r = row_of(tr, i);
+            #pragma unroll
+            for (int j = 0; j < THREAD_N; j++) {
+                float p = exp2(s[i * THREAD_N + j] - lse2[r]);
+                dst[col_of(tc, j) * LDM + r] = p * (dp[i * THREAD_N + j] - dlt[r]);
+            }
+        }
+        for (int n = 0; n < keys; n += SLICE_N) {
+            barrier(CLK_LOCAL_MEM_FENCE);
+            stage_rows(kv, k + (n0 + n) * k_st.s2, k_st.s2, k_st.s3, keys - n, SLICE_N, tid);
+            barrier(CLK_LOCAL_MEM_FENCE);
+            product_o(dst + n * LDM, LDM, kv, LDD, tr, tc, acc);
+        }
+    }
+    store_tile(dq + HEAD(dq, b, h) + m0 * dq_st.s2, dq_st.s2, dq_st.s3, acc, rows, scale, tr, tc);
+}
+
+#define DKDV_WORDS                                                                               \
+    (2 * HEAD_DIM * BLOCK_M + 2 * BLOCK_N * LDM + MAX(2 * SLICE_D * LDN, 2 * SLICE_N * LDD) +     \
+     2 * BLOCK_N)
+
+/* Grid (key blocks x WG, B x Hkv). A block of keys and values stays on chip; for each query
+   head of the group and each query block that sees these keys it recomputes P^T and
+   dS^T = P^T (dP^T - delta), then dV += P^T dO and dK += dS^T Q. dK = scale * sum. */
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_bwd_dkdv(
+    IN(q), IN(k), IN(v), IN(dout), __global const float *lse, long lse_off, long4 lse_st,
+    __global const float *delta, OUT(dk), OUT(dv), int Hq, int group, int Lq, int Lk, int causal,
+    float scale2, float scale)
+{
+    __local float4 words[DKDV_WORDS / 4];
+    __local float *kt = (__local float *)words, *vt = kt + HEAD_DIM * BLOCK_M;
+    __local float *pt = vt + HEAD_DIM * BLOCK_M, *dst = pt + BLOCK_N * LDM;
+    __local float *s1 = dst + BLOCK_N * LDM, *s2 = s1 + SLICE_N * LDD;
+    __local float *lse2 = s1 + MAX(2 * SLICE_D * LDN, 2 * SLICE_N * LDD), *dlt = lse2 + BLOCK_N;
+    int tid = get_local_id(0), tr = tid / C_T, tc = tid % C_T;
+    int Hkv = Hq / group, bg = get_group_id(1), b = bg / Hkv, g = bg % Hkv;
+    int m0 = get_group_id(0) * BLOCK_M, rows = min(BLOCK_M, Lk - m0);
+    k += HEAD(k, b, g) + m0 * k_st.s2;
+    v += HEAD(v, b, g) + m0 * v_st.s2;
+    stage_t(kt, BLOCK_M, k, k_st.s2, k_st.s3, rows, BLOCK_M, HEAD_DIM, scale2, tid);
+    stage_t(vt, BLOCK_M, v, v_st.s2, v_st.s3, rows, BLOCK_M, HEAD_DIM, 1.0f, tid);
+
+    float dk_acc[THREAD_M * THREAD_D] = {0.0f}, dv_acc[THREAD_M * THREAD_D] = {0.0f};
+    /* With causal, queries before the first key see none of the block. */
+    int n_start = causal ? m0 / BLOCK_N * BLOCK_N : 0;
+    for (int h = g * group; h < (g + 1) * group; h++) {
+        __global const elem_t *qh = q + HEAD(q, b, h), *dh = dout + HEAD(dout, b, h);
+        __global const float *lh = lse + lse_off + b * lse_st.s0 + h * lse_st.s1;
+        __global const float *delh = delta + ((long)b * Hq + h) * Lq;
+        for (int n0 = n_start; n0 < Lq; n0 += BLOCK_N) {
+            int queries = min(BLOCK_N, Lq - n0);
+            stage_stat(lse2, lh + n0 * lse_st.s2, lse_st.s2, queries, BLOCK_N, LOG2E, tid);
+            stage_stat(dlt, delh + n0, 1, queries, BLOCK_N, 1.0f, tid);
+            float s[THREAD_M * THREAD_N] = {0.0f}, dp[THREAD_M * THREAD_N] = {0.0f};
+            two_scores(s, dp, kt, vt, s1, s1 + SLICE_D * LDN, qh + n0 * q_st.s2, q_st.s2, q_st.s3,
+                       dh + n0 * dout_st.s2, dout_st.s2, dout_st.s3, queries, tid, tr, tc);
+            if (queries < BLOCK_N || (causal && m0 + BLOCK_M - 1 > n0))
+                mask_scores(s, m0, n0, Lq, causal, 0, tr, tc);
+            #pragma unroll
+            for (int i = 0; i < THREAD_M; i++) {
+                int r = row_of(tr, i);
+                #pragma unroll
+                for (int j = 0; j < THREAD_N; j++) {
+                    int c = col_of(tc, j);
+                    float p = exp2(s[i * THREAD_N + j] - lse2[c]);
+                    pt[c * LDM + r] = p;
+                    dst[c * LDM + r] = p * (dp[i * THREAD_N + j] - dlt[c]);
+                }
+            }
+            for (int n = 0; n < queries; n += SLICE_N) {
+                barrier(CLK_LOCAL_MEM_FENCE);
+                stage_rows(s1, dh + (n0 + n) * dout_st.s2, dout_st.s2, dout_st.s3, queries - n,
+                           SLICE_N, tid);
+                stage_rows(s2, qh + (n0 + n) * q_st.s2, q_st.s2, q_st.s3, queries - n, SLICE_N, tid);
+                barrier(CLK_LOCAL_MEM_FENCE);
+                product_o(pt + n * LDM, LDM, s1, LDD, tr, tc, dv_acc);
+                product_o(dst + n * LDM, LDM, s2, LDD, tr, tc, dk_acc);
+            }
+        }
+    }
+    store_tile(dv + HEAD(dv, b, g) + m0 * dv_st.s2, dv_st.s2, dv_st.s3, dv_acc, rows, 1.0f, tr, tc);
+    store_tile(dk + HEAD(dk, b, g) + m0 * dk_st.s2, dk_st.s2, dk_st.s3, dk_acc, rows, scale, tr, tc);
+}
+#endif
+
+#endif

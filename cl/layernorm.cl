@@ -1,12 +1,13 @@
-/* Layer norm, the fourth Triton tutorial: y = (x - mean) * rstd * w + b over each row of
+/* Layer norm, the Triton tutorial (05-layer-norm): y = (x - mean) * rstd * w + b over each row of
    (M, N), with rstd = 1 / sqrt(var + eps), and its backward.
 
    Forward. Written as separate steps (mean, variance, normalise, affine) a layer norm reads
    x three or four times and writes intermediates; here a team of work-items loads its row
    into registers once, takes the mean and then the sum of squared deviations from those
    registers (the two-pass variance, which unlike E[x^2] - E[x]^2 does not cancel when the
-   mean is large against the spread) and writes y once: MN elements read and MN written, plus
-   the small weight and bias rows that every row shares (cache hits after the first).
+   mean is large against the spread) and writes y once: MN elements read and MN written. The
+   grid is persistent and a lane holds the same columns in every row, so each work-group loads
+   its weight and bias values once and keeps them in registers.
 
    Backward (as in the tutorial): with xhat = (x - mean) * rstd and wdy = w * dy,
    dx = (wdy - (xhat * c1 + c2)) * rstd, where c1 and c2 are the row means of xhat * wdy and
@@ -302,22 +303,15 @@ static inline void store_span(__global elem_t *p, long cs, int a, int lane, int 
 #endif
 }
 
-/* v = v * w + b at the lane's positions, for the weight and bias each has. */
-static inline void apply_affine(__global const elem_t *w, long w_cs, __global const elem_t *b,
-                                long b_cs, int a, int lane, int lo, int hi, int flags,
-                                __private float *v)
+/* The lane's weight and bias values at positions [lo, hi): ones and zeros where absent. */
+static inline void load_affine(__global const elem_t *w, long w_cs, __global const elem_t *b,
+                               long b_cs, int a, int lane, int lo, int hi, int flags,
+                               __private float *wv, __private float *bv)
 {
-    float t[ITEMS];
-    if (flags & HAS_W) {
-        load_span(w, w_cs, a, lane, lo, hi, flags & WB_VEC, t);
-        #pragma unroll
-        for (int i = 0; i < ITEMS; i++) v[i] *= t[i];
-    }
-    if (flags & HAS_B) {
-        load_span(b, b_cs, a, lane, lo, hi, flags & WB_VEC, t);
-        #pragma unroll
-        for (int i = 0; i < ITEMS; i++) v[i] += t[i];
-    }
+    #pragma unroll
+    for (int i = 0; i < ITEMS; i++) wv[i] = 1.0f, bv[i] = 0.0f;
+    if (flags & HAS_W) load_span(w, w_cs, a, lane, lo, hi, flags & WB_VEC, wv);
+    if (flags & HAS_B) load_span(b, b_cs, a, lane, lo, hi, flags & WB_VEC, bv);
 }
 
 /* How many of the lane's positions lie in [lo, hi). */
@@ -337,6 +331,15 @@ static inline float sum_items(const __private float *v)
     return s;
 }
 
+/* 1 at positions in [lo, hi), else 0, by arithmetic rather than comparisons. PoCL 3.1
+   (loopvec) keeps a vector of comparisons that lives across a barrier in an i1 array which it
+   writes packed and reads unpacked: compared masks here were reused by store_span after the
+   next barrier, and 16-bit stores went missing. */
+static inline float in_span(int pos, int lo, int hi)
+{
+    return fmin(fmin(fmax((float)(pos - lo + 1), 0.0f), fmax((float)(hi - pos), 0.0f)), 1.0f);
+}
+
 /* Sum of squared deviations from mu over the lane's positions in [lo, hi); leaves v[i] - mu
    (0 outside) in v. */
 static inline float center(float mu, int lane, int lo, int hi, __private float *v)
@@ -344,7 +347,7 @@ static inline float center(float mu, int lane, int lo, int hi, __private float *
     float sq = 0.0f;
     #pragma unroll
     for (int i = 0; i < ITEMS; i++) {
-        v[i] = inside(chunk_pos(i / VEC, lane) + i % VEC, lo, hi) ? v[i] - mu : 0.0f;
+        v[i] = (v[i] - mu) * in_span(chunk_pos(i / VEC, lane) + i % VEC, lo, hi);
         sq += v[i] * v[i];
     }
     return sq;
@@ -373,6 +376,9 @@ void layernorm_fwd(__global const elem_t *x, long x_off, long x_rs, long x_cs,
     /* The mean and the variance use separate halves: one barrier apart. */
     __local float2 red[2 * RED_WORDS];
     const int lid = get_local_id(0), lane = lid % TEAM;
+    /* A lane holds the same columns in every row: its weight and bias stay in registers. */
+    float wv[ITEMS], bv[ITEMS];
+    load_affine(w + w_off, w_cs, b + b_off, b_cs, a, lane, a, a + n, flags, wv, bv);
     for (long block = get_group_id(0); block * ROWS < m; block += get_num_groups(0)) {
         const long row = block * ROWS + lid / TEAM;
         const bool live = row < m;
@@ -383,8 +389,7 @@ void layernorm_fwd(__global const elem_t *x, long x_off, long x_rs, long x_cs,
         const float sq = center(mu, lane, a, hi, v);
         const float rs = rsqrt(team_sum((float2)(sq, 0.0f), red + RED_WORDS).x / n + eps);
         #pragma unroll
-        for (int i = 0; i < ITEMS; i++) v[i] *= rs;
-        apply_affine(w + w_off, w_cs, b + b_off, b_cs, a, lane, a, hi, flags, v);
+        for (int i = 0; i < ITEMS; i++) v[i] = v[i] * rs * wv[i] + bv[i];
         store_span(y + y_off + (live ? row : 0) * y_rs, y_cs, a, lane, a, hi, v);
         if (live && lane == 0)
             store_stats(mean, mean_off, mean_s, rstd, rstd_off, rstd_s, row, mu, rs, flags);
@@ -429,11 +434,12 @@ void layernorm_fwd_loop(__global const elem_t *x, long x_off, long x_rs, long x_
         #pragma unroll 1
         for (long s = 0; s < end; s += SPAN) {
             const int lo = s ? 0 : a, hi = (int)min(end - s, (long)SPAN);
+            float wv[ITEMS], bv[ITEMS];
             load_span(xr + s * x_cs, x_cs, a, lane, lo, hi, true, v);
+            load_affine(w + w_off + s * w_cs, w_cs, b + b_off + s * b_cs, b_cs, a, lane, lo, hi,
+                        flags, wv, bv);
             #pragma unroll
-            for (int i = 0; i < ITEMS; i++) v[i] = (v[i] - row_mu) * rs;
-            apply_affine(w + w_off + s * w_cs, w_cs, b + b_off + s * b_cs, b_cs, a, lane, lo, hi,
-                         flags, v);
+            for (int i = 0; i < ITEMS; i++) v[i] = (v[i] - row_mu) * rs * wv[i] + bv[i];
             store_span(yr + s * y_cs, y_cs, a, lane, lo, hi, v);
         }
         if (lane == 0)
@@ -481,7 +487,9 @@ static inline void dx_values(float2 c, float rs, const __private float *gv, __pr
 #if BACKWARD && !LOOP
 /* Rows held on chip, ROWS to a work-group. The lane's dw and db sums stay in registers until
    the group has done all its rows; team t of group g then writes partial row g * ROWS + t of
-   `part` (dw partials in rows 0..P-1, db in P..2P-1, P = groups x ROWS, N floats each). */
+   `part` (dw partials in rows 0..P-1, db in P..2P-1, P = groups x ROWS, N floats each). With
+   x, dy and both sums held per position, w is reloaded each row (a cache hit) rather than
+   held as well. */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void layernorm_bwd(__global const elem_t *dy, long g_off, long g_rs, long g_cs,
                    __global const elem_t *x, long x_off, long x_rs, long x_cs,

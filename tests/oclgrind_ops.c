@@ -3,6 +3,7 @@
    accesses, races and API misuse that results alone would not show. CI fails on any report.
    Exits nonzero if an op itself fails. */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "clkit.h"
 #include "ref/ref.h"
@@ -78,6 +79,66 @@ static void matmuls(clkit_context *ctx, clkit_dtype dt)
     release(3, t);
 }
 
+static void layernorms(clkit_context *ctx, clkit_dtype dt)
+{
+    static const int64_t shapes[][2] = {{7, 301}, {2, 3000}};
+    for (int i = 0; i < 2; i++) {
+        int64_t m[1] = {shapes[i][0]}, n[1] = {shapes[i][1]};
+        clkit_tensor x = exact(ctx, dt, 2, shapes[i]), y = exact(ctx, dt, 2, shapes[i]);
+        clkit_tensor dy = exact(ctx, dt, 2, shapes[i]), dx = exact(ctx, dt, 2, shapes[i]);
+        clkit_tensor w = exact(ctx, dt, 1, n), b = exact(ctx, dt, 1, n);
+        clkit_tensor dw = exact(ctx, dt, 1, n), db = exact(ctx, dt, 1, n);
+        clkit_tensor mean = exact(ctx, CLKIT_F32, 1, m), rstd = exact(ctx, CLKIT_F32, 1, m);
+        RUN(clkit_layernorm_forward(ctx, &x, &w, &b, 1e-5f, &y, &mean, &rstd));
+        RUN(clkit_layernorm_backward(ctx, &dy, &x, &w, &mean, &rstd, &dx, &dw, &db));
+        clkit_tensor t[10] = {x, y, dy, dx, w, b, dw, db, mean, rstd};
+        release(10, t);
+    }
+}
+
+/* Targets come from `values` (in [0, 2)): all in range. */
+static void cross_entropies(clkit_context *ctx, clkit_dtype dt)
+{
+    int64_t ls[2] = {5, 1000}, ts[1] = {5}, one[1] = {1};
+    clkit_tensor logits = exact(ctx, dt, 2, ls), dlogits = exact(ctx, dt, 2, ls);
+    clkit_tensor targets = exact(ctx, CLKIT_I32, 1, ts), loss = exact(ctx, CLKIT_F32, 1, one);
+    clkit_tensor zl = exact(ctx, CLKIT_F32, 1, one);
+    clkit_cross_entropy_options o = clkit_cross_entropy_defaults();
+    o.label_smoothing = 0.1f, o.softcap = 30.0f, o.z_loss_scale = 1e-4f, o.z_loss = &zl;
+    RUN(clkit_cross_entropy(ctx, &logits, &targets, &o, &loss, &dlogits));
+    RUN(clkit_cross_entropy(ctx, &logits, &targets, NULL, &loss, &logits));
+
+    int64_t xs[2] = {6, 40}, ws[2] = {150, 40}, bs[1] = {150}, t6[1] = {6};
+    clkit_tensor x = exact(ctx, dt, 2, xs), w = exact(ctx, dt, 2, ws), b = exact(ctx, dt, 1, bs);
+    clkit_tensor dx = exact(ctx, dt, 2, xs), dw = exact(ctx, dt, 2, ws), db = exact(ctx, dt, 1, bs);
+    clkit_tensor tg = exact(ctx, CLKIT_I64, 1, t6), per_token = exact(ctx, CLKIT_F32, 1, t6);
+    o = clkit_cross_entropy_defaults();
+    o.reduction = CLKIT_REDUCTION_NONE;
+    RUN(clkit_linear_cross_entropy(ctx, &x, &w, &b, &tg, &o, &per_token, &dx, &dw, &db));
+    /* Several chunks, the last one ragged. */
+    setenv("CLKIT_LCE_CHUNK", "37", 1);
+    RUN(clkit_linear_cross_entropy(ctx, &x, &w, NULL, &tg, NULL, &loss, &dx, &dw, NULL));
+    unsetenv("CLKIT_LCE_CHUNK");
+    clkit_tensor t[13] = {logits, dlogits, targets, loss, zl, x, w, b, dx, dw, db, tg, per_token};
+    release(13, t);
+}
+
+/* Grouped-query, causal, Lq != Lk, a length off every block size. */
+static void attentions(clkit_context *ctx, clkit_dtype dt)
+{
+    int64_t qs[4] = {1, 2, 37, 32}, ks[4] = {1, 1, 45, 32}, ls[3] = {1, 2, 37};
+    clkit_tensor q = exact(ctx, dt, 4, qs), k = exact(ctx, dt, 4, ks), v = exact(ctx, dt, 4, ks);
+    clkit_tensor o = exact(ctx, dt, 4, qs), dout = exact(ctx, dt, 4, qs), dq = exact(ctx, dt, 4, qs);
+    clkit_tensor dk = exact(ctx, dt, 4, ks), dv = exact(ctx, dt, 4, ks);
+    clkit_tensor lse = exact(ctx, CLKIT_F32, 3, ls);
+    clkit_attention_options opt = clkit_attention_defaults();
+    opt.causal = 1;
+    RUN(clkit_attention_forward(ctx, &q, &k, &v, &opt, &o, &lse));
+    RUN(clkit_attention_backward(ctx, &q, &k, &v, &o, &dout, &lse, &opt, &dq, &dk, &dv));
+    clkit_tensor t[9] = {q, k, v, o, dout, dq, dk, dv, lse};
+    release(9, t);
+}
+
 static void grayscale(clkit_context *ctx)
 {
     int64_t rgb_shape[3] = {3, 17, 23}, gray_shape[2] = {17, 23};
@@ -98,6 +159,9 @@ int main(void)
         elementwise(ctx, (clkit_dtype)d);
         rows(ctx, (clkit_dtype)d);
         matmuls(ctx, (clkit_dtype)d);
+        layernorms(ctx, (clkit_dtype)d);
+        cross_entropies(ctx, (clkit_dtype)d);
+        attentions(ctx, (clkit_dtype)d);
     }
     grayscale(ctx);
     RUN(clkit_finish(ctx));

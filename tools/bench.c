@@ -34,39 +34,50 @@ static void usage(FILE *f)
                "(copy also transposes square matrices), softmax 4096 x N for N = 128 i\n"
                "(i = 2 .. 100) and 32768, grayscale 1066 x 1600 and 3840 x 2160 in u8 and f32,\n"
                "matmul M = N = K = 128 i (i = 2 .. 32) and 8192, M = 1, 8, 16 with\n"
-               "N = K = 4096, and 16 x 512^3 batched (once with B broadcast).\n"
-               "Rows give GB/s moved (inputs read once, output written once), or for matmul\n"
-               "TFLOP/s (2 M N K batch per call), from kernel time: median and 20 %% / 80 %%\n"
-               "quantiles over repeats after a warm-up, each repeat after a cache flush\n"
-               "(256 MiB written on a GPU, twice the last-level cache on a CPU), as\n"
-               "triton.testing.do_bench. matmul has three columns: clkit (the normal call,\n"
-               "which takes a `clkit tune` entry where the cache has one), heuristic (the same\n"
-               "call in a context over an empty cache: the default from device properties)\n"
-               "and clblast (f32 only; timed by wall clock over back-to-back calls, as its\n"
-               "event covers only its last kernel). On the first size of each op and dtype\n"
-               "and on the sizes of TARGETS.md, also the wall time of a first call in a new\n"
-               "context with an empty cache (cold: compile) and again with the cache it\n"
-               "filled (warm). Sizes that do not fit the device are skipped with a note on\n"
-               "stderr.\n"
+               "N = K = 4096, and 16 x 512^3 batched (once with B broadcast), layernorm and\n"
+               "layernorm_backward 4096 x N for N = 512 i (i = 2 .. 31) with weight and bias,\n"
+               "eps 1e-5, mean and rstd saved (the backward writes dx, dweight and dbias), and\n"
+               "linear_cross_entropy T x D x V = 32768 x 384 x 32768 and 8192 x 4096 x 128256\n"
+               "(loss, dx and dweight in one call; no bias, mean over tokens, i32 targets).\n"
+               "Rows give GB/s moved (inputs read once, output written once; layernorm as its\n"
+               "tutorial counts: x and y, or dy, x and dx), or TFLOP/s for matmul (2 M N K\n"
+               "batch per call) and linear_cross_entropy (6 T D V, forward and backward),\n"
+               "from kernel time: median and 20 %% / 80 %% quantiles over repeats after a\n"
+               "warm-up, each repeat after a cache flush (256 MiB written on a GPU, twice the\n"
+               "last-level cache on a CPU), as triton.testing.do_bench. matmul has three\n"
+               "columns: clkit (the normal call, which takes a `clkit tune` entry where the\n"
+               "cache has one), heuristic (the same call in a context over an empty cache: the\n"
+               "default from device properties) and clblast (f32 only; timed by wall clock\n"
+               "over back-to-back calls, as its event covers only its last kernel). On the\n"
+               "first size of each op and dtype and on the sizes of TARGETS.md, also the wall\n"
+               "time of a first call in a new context with an empty cache (cold: compile) and\n"
+               "again with the cache it filled (warm). linear_cross_entropy also shows the\n"
+               "most device memory clkit held for intermediates during a call\n"
+               "(clkit_scratch_peak). Sizes that do not fit the device are skipped with a note\n"
+               "on stderr.\n"
                "\n"
-               "  --op NAME    one op (default: all):");
-    for (int i = 0; i < op_count; i++)
-        if (op_table[i].bench_shapes) fprintf(f, " %s", op_table[i].name);
+               "  --op NAME    one op (default: all), or layernorm for both of its ops:\n"
+               "              ");
+    tool_print_ops(f, 14, 1);
     fprintf(f, "\n"
-               "  --dtype T    float dtype of the ops' inputs (default f32); grayscale runs\n"
-               "               u8 too; matmul writes f32 whatever its inputs\n"
+               "  --dtype T    float dtype of the ops' inputs (default f32; TARGETS.md times\n"
+               "               layernorm in f16 and f32, linear_cross_entropy in f16);\n"
+               "               grayscale runs u8 too; matmul writes f32 whatever its inputs\n"
                "  --quick      a few small sizes: seconds on a CPU\n"
                "  --reps N     exactly N timed repeats per row and column\n"
                "  --csv        CSV: op,dtype,shape,n_bytes,ms_median,ms_p20,ms_p80,gbps_median,\n"
                "               gbps_p20,gbps_p80,cold_ms,warm_ms,device,provider,n_flops,\n"
-               "               tflops_median,tflops_p20,tflops_p80: a line per row and\n"
-               "               provider (bandwidth ops: provider clkit). gbps_p20 is the\n"
-               "               20 %% quantile of GB/s (from the 80 %% quantile of time); GB/s\n"
-               "               rate the bandwidth ops, TFLOP/s matmul, and the other pair\n"
-               "               is empty, as are fields not measured\n"
+               "               tflops_median,tflops_p20,tflops_p80,scratch_mib: a line per\n"
+               "               row and provider (bandwidth ops: provider clkit). gbps_p20 is\n"
+               "               the 20 %% quantile of GB/s (from the 80 %% quantile of time);\n"
+               "               GB/s rate the bandwidth ops, TFLOP/s matmul and\n"
+               "               linear_cross_entropy, and the other pair is empty, as are\n"
+               "               fields not measured; scratch_mib: clkit_scratch_peak of the\n"
+               "               first call, MiB\n"
                "  --json       one JSON document: the device's properties and the rows\n"
                "  --plot FILE  GB/s or TFLOP/s against size, a panel per op, as PNG through\n"
-               "               gnuplot (matmul: the M = N = K rows)\n"
+               "               gnuplot (matmul: the M = N = K rows; linear_cross_entropy\n"
+               "               has no sweep to plot)\n"
                "  --device D   an index or a name substring, as $CLKIT_DEVICE\n"
                "\n"
                "Exit status: 0 done, 1 an op failed, 2 bad usage, 3 no plot could be made.\n");
@@ -111,8 +122,10 @@ static int parse(int argc, char **argv, bench_opts *o)
         default: usage(stderr); return TOOL_EXIT_USAGE;
         }
     }
-    const op_def *op = o->op ? op_find(o->op) : NULL;
-    if (o->op && (!op || !op->bench_shapes)) return bad_usage("no such op to bench");
+    int benched = 0;
+    for (int i = 0; o->op && i < op_count; i++)
+        benched |= op_table[i].bench_shapes && op_selected(&op_table[i], o->op);
+    if (o->op && !benched) return bad_usage("no such op to bench");
     if (formats > 1) return bad_usage("--csv and --json exclude each other");
     if (optind < argc) return bad_usage("unexpected arguments");
     return -1;
@@ -254,7 +267,7 @@ static int bench_ops(bench_run *run)
     int rc = TOOL_EXIT_OK;
     for (int i = 0; i < op_count; i++) {
         const op_def *op = &op_table[i];
-        if (op->bench_shapes && (!run->o->op || strcmp(run->o->op, op->name) == 0) &&
+        if (op->bench_shapes && (!run->o->op || op_selected(op, run->o->op)) &&
             bench_op(run, op))
             rc = TOOL_EXIT_FAIL;
     }

@@ -6,9 +6,10 @@
 #include "ops.h"
 #include "tool.h"
 
-typedef struct check_counts {
+typedef struct check_run {
     int passed, failed;
-} check_counts;
+    int op_width;  /* of the op column: the longest name checked */
+} check_run;
 
 static void usage(FILE *f)
 {
@@ -20,10 +21,16 @@ static void usage(FILE *f)
                "and PASS, FAIL, UNSUPPORTED or ERROR with the reason. matmul shapes are\n"
                "M x N x K [x batch], then the layout where not nn (tn: A stored transposed),\n"
                "bshared where B is broadcast over the batch, acc.relu for alpha, beta and relu;\n"
-               "its tolerance follows the f32 accumulation error over K terms.\n"
+               "its tolerance follows the f32 accumulation error over K terms. layernorm\n"
+               "checks y and layernorm_backward dx (given mean and rstd from a forward on the\n"
+               "device), both M x N with weight and bias; linear_cross_entropy shapes are\n"
+               "T x D x V and it checks the mean loss. Their other outputs (mean, rstd,\n"
+               "dweight, dbias; dx, dweight) are checked by tests/test_layernorm.c and\n"
+               "tests/test_cross_entropy.c.\n"
                "\n"
-               "  --op NAME    only this op:");
-    for (int i = 0; i < op_count; i++) fprintf(f, " %s", op_table[i].name);
+               "  --op NAME    only this op, or layernorm for both of its ops:\n"
+               "              ");
+    tool_print_ops(f, 14, 0);
     fprintf(f, "\n"
                "  --device D   an index or a name substring, as $CLKIT_DEVICE\n"
                "\n"
@@ -49,8 +56,10 @@ static int parse(int argc, char **argv, const char **device, const char **op)
         default: usage(stderr); return TOOL_EXIT_USAGE;
         }
     }
-    if (optind < argc || (*op && !op_find(*op))) {
-        if (*op && !op_find(*op)) fprintf(stderr, "clkit check: no op '%s'\n", *op);
+    int known = 0;
+    for (int i = 0; *op && i < op_count; i++) known |= op_selected(&op_table[i], *op);
+    if (optind < argc || (*op && !known)) {
+        if (*op && !known) fprintf(stderr, "clkit check: no op '%s'\n", *op);
         usage(stderr);
         return TOOL_EXIT_USAGE;
     }
@@ -58,27 +67,28 @@ static int parse(int argc, char **argv, const char **device, const char **op)
 }
 
 /* The first columns of a row: op, dtype ("f16>f32" where the output's differs), shape. */
-static void print_problem(const op_problem *p, const char *shape)
+static void print_problem(const check_run *n, const op_problem *p, const char *shape)
 {
     char dtype[24];
     op_dtype_text(p, dtype, sizeof dtype);
-    printf("%-10s %-9s %-18s", p->op->name, dtype, shape);
+    printf("%-*s %-9s %-18s", n->op_width, p->op->name, dtype, shape);
 }
 
 /* The reason of a failed run on its first line; a build log's other lines go to stderr. */
-static void print_failure(const op_problem *p, const char *shape, clkit_status s)
+static void print_failure(const check_run *n, const op_problem *p, const char *shape,
+                          clkit_status s)
 {
     const char *detail = tool_detail(s, op_error());
     int line = (int)strcspn(detail, "\n");
     const char *verdict = s == CLKIT_ERR_UNSUPPORTED ? "UNSUPPORTED" : "ERROR";
-    print_problem(p, shape);
+    print_problem(n, p, shape);
     printf(" %10s  %s: %.*s\n", "-", verdict, line, detail);
     if (detail[line])
         fprintf(stderr, "clkit check: %s %s %s: %s\n", p->op->name, clkit_dtype_name(p->dtype),
                 shape, detail);
 }
 
-static void check_one(clkit_context *ctx, op_problem *p, check_counts *n)
+static void check_one(clkit_context *ctx, op_problem *p, check_run *n)
 {
     char shape[48];
     op_shape_text(p, shape, sizeof shape);
@@ -86,9 +96,9 @@ static void check_one(clkit_context *ctx, op_problem *p, check_counts *n)
     int pass = 0;
     clkit_status s = op_verify(ctx, p, &err, &pass);
     if (s) {
-        print_failure(p, shape, s);
+        print_failure(n, p, shape, s);
     } else {
-        print_problem(p, shape);
+        print_problem(n, p, shape);
         printf(" %10.3g  %s\n", err, pass ? "PASS" : "FAIL");
     }
     fflush(stdout);
@@ -98,7 +108,7 @@ static void check_one(clkit_context *ctx, op_problem *p, check_counts *n)
         n->failed++;
 }
 
-static void check_op(clkit_context *ctx, const op_def *op, check_counts *n)
+static void check_op(clkit_context *ctx, const op_def *op, check_run *n)
 {
     for (int t = CLKIT_F32; t <= CLKIT_I64; t++) {
         if (!(op->dtypes & OP_DT(t))) continue;
@@ -124,10 +134,16 @@ int cmd_check(int argc, char **argv)
     struct clkit_device_props dev;
     clkit_device_props(ctx, &dev);
     printf("checking on %s (%s, driver %s)\n", dev.name, dev.platform, dev.driver);
-    printf("%-10s %-9s %-18s %10s  %s\n", "op", "dtype", "shape", "max error", "result");
-    check_counts n = {0, 0};
+    /* 10 columns, as for the short names alone, or as wide as a longer name checked. */
+    check_run n = {0, 0, 10};
+    for (int i = 0; i < op_count; i++) {
+        int width = (int)strlen(op_table[i].name);
+        if ((!only || op_selected(&op_table[i], only)) && width > n.op_width) n.op_width = width;
+    }
+    printf("%-*s %-9s %-18s %10s  %s\n", n.op_width, "op", "dtype", "shape", "max error",
+           "result");
     for (int i = 0; i < op_count; i++)
-        if (!only || strcmp(only, op_table[i].name) == 0) check_op(ctx, &op_table[i], &n);
+        if (!only || op_selected(&op_table[i], only)) check_op(ctx, &op_table[i], &n);
     clkit_context_release(ctx);
     printf("%d passed, %d did not\n", n.passed, n.failed);
     return n.failed ? TOOL_EXIT_FAIL : TOOL_EXIT_OK;

@@ -1,9 +1,10 @@
 /* Helpers shared by the subcommands. */
 #include "tool.h"
 
-#include <stdio.h>
 #include <string.h>
 #include <time.h>
+
+#include "ops.h"
 
 const char *tool_detail(clkit_status s, const char *detail)
 {
@@ -55,6 +56,22 @@ int tool_dtype_parse(const char *name)
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         if (strcmp(name, clkit_dtype_name(all[i])) == 0) return (int)all[i];
     return -1;
+}
+
+void tool_print_ops(FILE *f, int indent, int bench_only)
+{
+    int column = indent;
+    for (int i = 0; i < op_count; i++) {
+        const char *name = op_table[i].name;
+        if (bench_only && !op_table[i].bench_shapes) continue;
+        int width = 1 + (int)strlen(name);
+        if (column + width > 79 && column > indent) {
+            fprintf(f, "\n%*s", indent, "");
+            column = indent;
+        }
+        fprintf(f, " %s", name);
+        column += width;
+    }
 }
 
 #define FIELD(name, kind) {#name, kind, offsetof(struct clkit_device_props, name)}

@@ -20,6 +20,10 @@ static void usage(FILE *f)
     fprintf(f, "usage: clkit COMMAND [OPTIONS]   (clkit COMMAND --help for its options)\n\n");
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         fprintf(f, "  %-6s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\nOps for --op of check and bench (bench --help gives their sizes; layernorm\n"
+               "also selects layernorm_backward):\n ");
+    tool_print_ops(f, 1, 0);
+    fprintf(f, "\n");
     fprintf(f, "\nThe device is the first GPU, else the first device; --device or $CLKIT_DEVICE\n"
                "picks another by index or name substring (nvidia, amd, pocl, cpu). Results go to\n"
                "stdout, diagnostics to stderr. CLKIT_LOG=error|warn|info|debug sets the library's\n"

@@ -189,9 +189,12 @@ static clkit_status time_repeats(clkit_context *ctx, const op_problem *p,
 clkit_status measure_repeats(clkit_context *ctx, op_problem *p, const measure_budget *b,
                              measure_method how, cl_mem flush, measurement *m)
 {
-    /* The first call builds the programs, or loads them from the cache, untimed. */
+    /* The first call builds the programs, or loads them from the cache, untimed. Its scratch
+       peak counts from after op_alloc, whose prepare may call ops too. */
     clkit_status s = op_alloc(ctx, p);
+    clkit_scratch_peak(ctx, 1);
     if (!s) s = op_call(ctx, p);
+    if (!s) m->scratch_bytes = (double)clkit_scratch_peak(ctx, 1);
     if (!s) s = time_repeats(ctx, p, b, how, flush, m);
     op_free(p);
     return s;

@@ -18,6 +18,8 @@ typedef struct measurement {
     double cold_ms;   /* wall time of the first call in a new context, empty cache: compile */
     double warm_ms;   /* the same in a second new context on the filled cache: binary hit;
                          both NaN when not measured */
+    double scratch_bytes;  /* the most device memory clkit held for intermediates during a
+                              call (clkit_scratch_peak); NaN when not measured */
     int reps;         /* timed repeats; 0: not measured */
 } measurement;
 
@@ -41,8 +43,8 @@ clkit_status measure_first_calls(const char *device, op_problem *p, measurement 
 clkit_status measure_flush_buffer(clkit_context *ctx, uint64_t bytes, cl_mem *out);
 
 /* Times p in ctx (a profiling context) as do_bench: a first call, untimed, builds or loads
-   its programs; then warm-up and repeats, by events each after a write of `flush` (NULL:
-   none) outside the timed span, or by wall clock. */
+   its programs and gives the scratch peak; then warm-up and repeats, by events each after a
+   write of `flush` (NULL: none) outside the timed span, or by wall clock. */
 clkit_status measure_repeats(clkit_context *ctx, op_problem *p, const measure_budget *b,
                              measure_method how, cl_mem flush, measurement *m);
 

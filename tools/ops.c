@@ -16,6 +16,12 @@ static const float dropout_p = 0.5f;
 static const uint64_t dropout_seed = 0x5eed;
 /* Not a divisor of the check shapes' rows, so the last group is a partial one. */
 static const int swizzle_group = 3;
+/* The layer norm tutorial's eps. */
+static const float layernorm_eps = 1e-5f;
+/* Error scales of f32 arithmetic relative to the sums of magnitudes behind a result, and of
+   the row mean relative to the row's largest |x|, as tests/test_layernorm.c bounds them. */
+#define LN_F32_ARITH 2e-5
+#define LN_F32_MEAN 2e-6
 
 /* ---- errors ---- */
 
@@ -208,6 +214,172 @@ static double plot_x_matmul(const op_problem *p)
     return cube ? (double)s->rows : NAN;
 }
 
+/* Layer norm. Each slot of the two ops holds an (M, N) matrix, an (N) vector of the affine
+   part or its gradient, or an (M) f32 column of row statistics. */
+enum { LN_MATRIX, LN_VECTOR, LN_STAT };
+static const char ln_forward_slots[] = {LN_MATRIX, LN_VECTOR, LN_VECTOR,  /* x, weight, bias */
+                                        LN_MATRIX,                        /* y */
+                                        LN_STAT, LN_STAT};                /* mean, rstd */
+static const char ln_backward_slots[] = {LN_MATRIX, LN_MATRIX, LN_VECTOR, /* dy, x, weight */
+                                         LN_MATRIX,                       /* dx */
+                                         LN_STAT, LN_STAT,                /* mean, rstd */
+                                         LN_VECTOR, LN_VECTOR};           /* dweight, dbias */
+
+static clkit_status call_layernorm_forward(clkit_context *ctx, const op_problem *p)
+{
+    const clkit_tensor *t = p->t;
+    return clkit_layernorm_forward(ctx, &t[0], &t[1], &t[2], layernorm_eps, &t[3], &t[4], &t[5]);
+}
+
+static clkit_status call_layernorm_backward(clkit_context *ctx, const op_problem *p)
+{
+    const clkit_tensor *t = p->t;
+    return clkit_layernorm_backward(ctx, &t[0], &t[1], &t[2], &t[4], &t[5], &t[3], &t[6], &t[7]);
+}
+
+/* The backward's mean and rstd, from a forward of its x; y goes to dx, which the backward
+   then overwrites (bias does not change the statistics). */
+static clkit_status prepare_layernorm_backward(clkit_context *ctx, const op_problem *p)
+{
+    const clkit_tensor *t = p->t;
+    return clkit_layernorm_forward(ctx, &t[1], &t[2], NULL, layernorm_eps, &t[3], &t[4], &t[5]);
+}
+
+static int ln_slot(const op_problem *p, int slot)
+{
+    return p->op->call == call_layernorm_backward ? ln_backward_slots[slot]
+                                                  : ln_forward_slots[slot];
+}
+
+static void dims_layernorm(const op_problem *p, int slot, int64_t d[3])
+{
+    int kind = ln_slot(p, slot);
+    d[0] = 0;
+    d[1] = kind == LN_MATRIX ? p->shape.rows : 0;
+    d[2] = kind == LN_STAT ? p->shape.rows : p->shape.cols;
+}
+
+static clkit_dtype dtype_layernorm(const op_problem *p, int slot)
+{
+    return ln_slot(p, slot) == LN_STAT ? CLKIT_F32 : p->dtype;
+}
+
+/* The tutorial's GB/s count the (M, N) tensors alone: x and y, or dy, x and dx. */
+static uint64_t bytes_layernorm(const op_problem *p)
+{
+    uint64_t n = 0;
+    for (int k = 0; k < op_slots(p); k++)
+        if (ln_slot(p, k) == LN_MATRIX) n += op_slot_bytes(p, k);
+    return n;
+}
+
+/* Row by row, so that each row's statistics are at hand for its tolerance: one rounding to
+   the dtype (compare adds it), f32 arithmetic on the normalised value and the affine part,
+   and the mean's error scaled by rstd. */
+static void want_layernorm_forward(const op_problem *p, const double *const *in, double *want,
+                                   double *tol)
+{
+    int64_t n = p->shape.cols;
+    const double *w = in[1], *b = in[2];
+    for (int64_t r = 0; r < p->shape.rows; r++) {
+        const double *x = in[0] + r * n;
+        double mean, rstd, top = 0;
+        ref_layernorm_forward(x, w, b, layernorm_eps, 1, n, want + r * n, &mean, &rstd);
+        for (int64_t i = 0; i < n; i++) top = fmax(top, fabs(x[i]));
+        for (int64_t i = 0; i < n; i++) {
+            double xhat = (x[i] - mean) * rstd;
+            tol[r * n + i] += LN_F32_ARITH * (fabs(xhat * w[i]) + fabs(b[i]) + 1e-3) +
+                              LN_F32_MEAN * top * rstd * fabs(w[i]);
+        }
+    }
+}
+
+/* dx from the reference's statistics rounded to f32, where the device's come from its own
+   forward: those differ by the forward's f32 error, which moves each of the three terms of dx
+   by up to that much again, so the bound of tests/test_layernorm.c is taken four times. */
+static void want_layernorm_backward(const op_problem *p, const double *const *in, double *want,
+                                    double *tol)
+{
+    int64_t n = p->shape.cols;
+    for (int64_t r = 0; r < p->shape.rows; r++) {
+        const double *dy = in[0] + r * n, *x = in[1] + r * n;
+        double mean, rstd;
+        ref_layernorm_forward(x, NULL, NULL, layernorm_eps, 1, n, NULL, &mean, &rstd);
+        mean = ref_quantize(CLKIT_F32, mean);
+        rstd = ref_quantize(CLKIT_F32, rstd);
+        /* The magnitudes land over tol, which holds op->atol. */
+        double atol = p->op->atol;
+        ref_layernorm_backward(dy, x, in[2], &mean, &rstd, 1, n, want + r * n, NULL, NULL,
+                               tol + r * n, NULL, NULL);
+        for (int64_t i = 0; i < n; i++) tol[r * n + i] = atol + 4 * LN_F32_ARITH * tol[r * n + i];
+    }
+}
+
+/* Linear cross-entropy: x (T, D), weight (V, D), targets (T) i32, the mean loss (1) f32, and
+   the gradients dx and dweight; no bias. The shape is T x D x V: rows, cols, depth. */
+enum { LCE_X, LCE_WEIGHT, LCE_TARGETS, LCE_LOSS, LCE_DX, LCE_DWEIGHT };
+
+static clkit_status call_lce(clkit_context *ctx, const op_problem *p)
+{
+    const clkit_tensor *t = p->t;
+    clkit_cross_entropy_options o = clkit_cross_entropy_defaults();
+    return clkit_linear_cross_entropy(ctx, &t[LCE_X], &t[LCE_WEIGHT], NULL, &t[LCE_TARGETS], &o,
+                                      &t[LCE_LOSS], &t[LCE_DX], &t[LCE_DWEIGHT], NULL);
+}
+
+static void dims_lce(const op_problem *p, int slot, int64_t d[3])
+{
+    const op_shape *s = &p->shape;
+    int x = slot == LCE_X || slot == LCE_DX, w = slot == LCE_WEIGHT || slot == LCE_DWEIGHT;
+    d[0] = 0;
+    d[1] = x ? s->rows : w ? s->depth : 0;
+    d[2] = x || w ? s->cols : slot == LCE_TARGETS ? s->rows : 1;
+}
+
+static clkit_dtype dtype_lce(const op_problem *p, int slot)
+{
+    return slot == LCE_TARGETS ? CLKIT_I32 : slot == LCE_LOSS ? p->out_dtype : p->dtype;
+}
+
+static void range_lce(const op_problem *p, int slot, double *lo, double *hi)
+{
+    *lo = slot == LCE_TARGETS ? 0 : p->op->lo;
+    *hi = slot == LCE_TARGETS ? (double)p->shape.depth : p->op->hi;
+}
+
+/* The mean over tokens of each token's loss (reduction sum over one token), so that the
+   targets need no int64 copy. */
+static void want_lce(const op_problem *p, const double *const *in, double *want, double *tol)
+{
+    (void)tol;
+    const op_shape *s = &p->shape;
+    clkit_cross_entropy_options o = clkit_cross_entropy_defaults();
+    o.reduction = CLKIT_REDUCTION_SUM;
+    double sum = 0;
+    for (int64_t r = 0; r < s->rows; r++) {
+        int64_t target = (int64_t)in[LCE_TARGETS][r];
+        double loss;
+        ref_linear_cross_entropy(in[LCE_X] + r * s->cols, in[LCE_WEIGHT], NULL, &target, 1,
+                                 s->depth, s->cols, &o, &loss, NULL, NULL);
+        sum += loss;
+    }
+    want[0] = sum / (double)s->rows;
+}
+
+/* TARGETS.md: 2 T D V forward, three times that with the backward. */
+static double flops_lce(const op_problem *p)
+{
+    const op_shape *s = &p->shape;
+    return 6.0 * (double)s->rows * (double)s->cols * (double)s->depth;
+}
+
+/* Two shapes of different families make no curve. */
+static double plot_x_none(const op_problem *p)
+{
+    (void)p;
+    return NAN;
+}
+
 /* ---- shapes ---- */
 
 /* Odd and power-of-two lengths: the tails and the vector paths of the kernels. */
@@ -266,6 +438,42 @@ static int gray_shapes(int quick, op_shape *out)
     out[0] = (op_shape){.rows = 1066, .cols = 1600, .target = 1};
     out[1] = (op_shape){.rows = 2160, .cols = 3840};
     return quick ? 1 : 2;
+}
+
+/* A row that fits a work-group on chip and the target's N, whose rows a GPU may split. */
+static const op_shape layernorm_checks[] = {{.rows = 37, .cols = 1000}, {.rows = 16, .cols = 8192},
+                                            {0}};
+
+/* The tutorial's sweep, M = 4096 and N = 512 i for i = 2 .. 31 (its range(2, 32)), the target
+   at N = 8192; quick: a few N over fewer rows. */
+static int layernorm_shapes(int quick, op_shape *out)
+{
+    static const int64_t quick_cols[] = {1024, 4096, 8192};
+    int n = 0;
+    if (quick) {
+        for (size_t i = 0; i < sizeof quick_cols / sizeof *quick_cols; i++)
+            out[n++] = (op_shape){.rows = 256, .cols = quick_cols[i]};
+        return n;
+    }
+    for (int64_t i = 2; i < 32; i++)
+        out[n++] = (op_shape){.rows = 4096, .cols = 512 * i, .target = i == 16};
+    return n;
+}
+
+/* T x D x V: V within one chunk of logits, and an odd V over several on a GPU. */
+static const op_shape lce_checks[] = {{.rows = 37, .cols = 64, .depth = 1000},
+                                      {.rows = 16, .cols = 128, .depth = 5003}, {0}};
+
+/* The two shapes of TARGETS.md; quick: a small one. */
+static int lce_shapes(int quick, op_shape *out)
+{
+    if (quick) {
+        out[0] = (op_shape){.rows = 512, .cols = 128, .depth = 1000};
+        return 1;
+    }
+    out[0] = (op_shape){.rows = 32768, .cols = 384, .depth = 32768, .target = 1};
+    out[1] = (op_shape){.rows = 8192, .cols = 4096, .depth = 128256, .target = 1};
+    return 2;
 }
 
 #define F32_ONLY OP_DT(CLKIT_F32)
@@ -368,6 +576,22 @@ const op_def op_table[] = {
      .nproviders = sizeof matmul_providers / sizeof *matmul_providers, .call = call_matmul,
      .reference = want_matmul, .dims = dims_matmul, .flops = flops_matmul,
      .plot_x = plot_x_matmul, .tune = tune_matmul, .tune_shapes = matmul_tune_shapes},
+    {.name = "layernorm", .family = "layernorm", .nin = 3, .nextra = 2, .planes = 1, .ndim = 2,
+     .dtypes = FLOATS, .lo = -2, .hi = 2, .x_label = "N (row length)", .x_is_cols = 1,
+     .checks = layernorm_checks, .bench_shapes = layernorm_shapes,
+     .call = call_layernorm_forward, .reference = want_layernorm_forward, .dims = dims_layernorm,
+     .slot_dtype = dtype_layernorm, .bytes = bytes_layernorm},
+    {.name = "layernorm_backward", .family = "layernorm", .nin = 3, .nextra = 4, .planes = 1,
+     .ndim = 2, .dtypes = FLOATS, .lo = -2, .hi = 2, .x_label = "N (row length)", .x_is_cols = 1,
+     .checks = layernorm_checks, .bench_shapes = layernorm_shapes,
+     .call = call_layernorm_backward, .reference = want_layernorm_backward,
+     .dims = dims_layernorm, .slot_dtype = dtype_layernorm,
+     .prepare = prepare_layernorm_backward, .bytes = bytes_layernorm},
+    {.name = "linear_cross_entropy", .nin = 3, .nextra = 2, .planes = 1, .ndim = 3,
+     .dtypes = FLOATS, .out_f32 = 1, .show_scratch = 1, .lo = -1, .hi = 1, .atol = 1e-4,
+     .checks = lce_checks, .bench_shapes = lce_shapes, .call = call_lce, .reference = want_lce,
+     .dims = dims_lce, .slot_dtype = dtype_lce, .range = range_lce, .flops = flops_lce,
+     .plot_x = plot_x_none},
 };
 const int op_count = sizeof op_table / sizeof *op_table;
 
@@ -376,6 +600,11 @@ const op_def *op_find(const char *name)
     for (int i = 0; i < op_count; i++)
         if (strcmp(op_table[i].name, name) == 0) return &op_table[i];
     return NULL;
+}
+
+int op_selected(const op_def *op, const char *name)
+{
+    return strcmp(op->name, name) == 0 || (op->family && strcmp(op->family, name) == 0);
 }
 
 /* ---- problems ---- */
@@ -414,6 +643,11 @@ static void slot_layout(const op_problem *p, int k, int64_t d[3], int64_t stride
     strides[2] = transposed ? rows : 1;
 }
 
+int op_slots(const op_problem *p)
+{
+    return p->op->nin + 1 + p->op->nextra;
+}
+
 int64_t op_numel(const op_problem *p, int slot)
 {
     int64_t d[3], strides[3];
@@ -423,6 +657,7 @@ int64_t op_numel(const op_problem *p, int slot)
 
 clkit_dtype op_slot_dtype(const op_problem *p, int slot)
 {
+    if (p->op->slot_dtype) return p->op->slot_dtype(p, slot);
     return slot < p->op->nin ? p->dtype : p->out_dtype;
 }
 
@@ -433,8 +668,9 @@ uint64_t op_slot_bytes(const op_problem *p, int slot)
 
 uint64_t op_bytes(const op_problem *p)
 {
+    if (p->op->bytes) return p->op->bytes(p);
     uint64_t n = 0;
-    for (int k = 0; k <= p->op->nin; k++) n += op_slot_bytes(p, k);
+    for (int k = 0; k < op_slots(p); k++) n += op_slot_bytes(p, k);
     return n;
 }
 
@@ -513,7 +749,7 @@ const char *op_too_big(const struct clkit_device_props *dev, const op_problem *p
                        uint64_t scratch)
 {
     uint64_t total = scratch;
-    for (int k = 0; k <= p->op->nin; k++) {
+    for (int k = 0; k < op_slots(p); k++) {
         uint64_t bytes = op_slot_bytes(p, k);
         if (bytes > dev->max_alloc) return "a buffer exceeds the device's max_alloc";
         total += bytes;
@@ -524,7 +760,7 @@ const char *op_too_big(const struct clkit_device_props *dev, const op_problem *p
 /* Dense tensors over the buffers, in the layouts of slot_layout. */
 static void set_views(op_problem *p)
 {
-    for (int k = 0; k <= p->op->nin; k++) {
+    for (int k = 0; k < op_slots(p); k++) {
         int64_t d[3], strides[3], shape[3], view_strides[3];
         int nd = 0;
         slot_layout(p, k, d, strides);
@@ -538,30 +774,65 @@ static void set_views(op_problem *p)
     }
 }
 
-clkit_status op_alloc(clkit_context *ctx, op_problem *p)
+/* Random values of input slot k in its range, quantized to dtype t; NULL when out of memory. */
+static double *random_values(const op_problem *p, int slot, clkit_dtype t)
+{
+    size_t n = (size_t)op_numel(p, slot);
+    double *v = malloc(n * sizeof *v), lo = p->op->lo, hi = p->op->hi;
+    if (p->op->range) p->op->range(p, slot, &lo, &hi);
+    if (t == CLKIT_U8) lo = 0, hi = 256;
+    if (v) ref_fill_random(v, n, t, lo, hi, 1 + (uint64_t)slot);
+    return v;
+}
+
+static int is_index(clkit_dtype t)
+{
+    return t == CLKIT_I32 || t == CLKIT_I64;
+}
+
+/* Slot k's buffer: random values for an index input, else the fill pattern. */
+static clkit_status alloc_slot(clkit_context *ctx, op_problem *p, int k)
 {
     /* 0x3c in every byte is a finite normal value in each dtype: f32 and bf16 0.0115,
        f16 1.06, u8 60. */
     static const cl_uchar pattern = 0x3c;
+    clkit_dtype t = op_slot_dtype(p, k);
+    if (k < p->op->nin && is_index(t)) {
+        double *v = random_values(p, k, t);
+        p->buf[k] = v ? ref_upload(ctx, t, (size_t)op_numel(p, k), v) : NULL;
+        free(v);
+        return p->buf[k] ? CLKIT_OK : op_fail(CLKIT_ERR_OUT_OF_MEMORY, "indices for an input");
+    }
     cl_context c;
     cl_command_queue q;
     clkit_context_cl(ctx, &c, &q, NULL);
-    for (int k = 0; k <= p->op->nin; k++) {
-        size_t bytes = (size_t)op_slot_bytes(p, k);
-        cl_int err;
-        p->buf[k] = clCreateBuffer(c, CL_MEM_READ_WRITE, bytes, NULL, &err);
-        if (!p->buf[k]) return op_cl_fail(err, "clCreateBuffer");
-        err = clEnqueueFillBuffer(q, p->buf[k], &pattern, 1, 0, bytes, 0, NULL, NULL);
-        if (err != CL_SUCCESS) return op_cl_fail(err, "clEnqueueFillBuffer");
-    }
+    size_t bytes = (size_t)op_slot_bytes(p, k);
+    cl_int err;
+    p->buf[k] = clCreateBuffer(c, CL_MEM_READ_WRITE, bytes, NULL, &err);
+    if (!p->buf[k]) return op_cl_fail(err, "clCreateBuffer");
+    err = clEnqueueFillBuffer(q, p->buf[k], &pattern, 1, 0, bytes, 0, NULL, NULL);
+    return err == CL_SUCCESS ? CLKIT_OK : op_cl_fail(err, "clEnqueueFillBuffer");
+}
+
+static clkit_status prepare(clkit_context *ctx, const op_problem *p)
+{
+    return p->op->prepare ? op_status(ctx, p->op->prepare(ctx, p)) : CLKIT_OK;
+}
+
+clkit_status op_alloc(clkit_context *ctx, op_problem *p)
+{
+    clkit_status s = CLKIT_OK;
+    for (int k = 0; k < op_slots(p) && !s; k++) s = alloc_slot(ctx, p, k);
+    if (s) return s;
     set_views(p);
+    s = prepare(ctx, p);
     /* Drivers allocate on first use: waiting here makes a device out of memory show now. */
-    return op_status(ctx, clkit_finish(ctx));
+    return s ? s : op_status(ctx, clkit_finish(ctx));
 }
 
 void op_free(op_problem *p)
 {
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < OP_MAX_SLOTS; k++) {
         if (p->buf[k]) clReleaseMemObject(p->buf[k]);
         p->buf[k] = NULL;
     }
@@ -585,7 +856,7 @@ static double store_as(clkit_dtype t, double v)
 /* Host arrays of one verification: the inputs, the output (its old values, then what the
    device wrote), the reference and the tolerance of each output element. */
 typedef struct verify_data {
-    double *in[3], *out, *want, *tol;
+    double *in[OP_MAX_SLOTS], *out, *want, *tol;
 } verify_data;
 
 static void compare(const op_problem *p, const verify_data *d, int64_t n, double *max_err,
@@ -603,22 +874,13 @@ static void compare(const op_problem *p, const verify_data *d, int64_t n, double
     }
 }
 
-static double *random_values(const op_problem *p, int slot, clkit_dtype t)
-{
-    size_t n = (size_t)op_numel(p, slot);
-    double *v = malloc(n * sizeof *v);
-    int u8 = t == CLKIT_U8;
-    if (v) ref_fill_random(v, n, t, u8 ? 0 : p->op->lo, u8 ? 256 : p->op->hi, 1 + (uint64_t)slot);
-    return v;
-}
-
 /* Random inputs (and old output values where the op reads them), and the reference. */
 static clkit_status verify_expect(const op_problem *p, verify_data *d)
 {
     int nin = p->op->nin, reads_out = p->shape.flags & OP_ACCUMULATE;
     size_t n = (size_t)op_numel(p, nin);
     int ok = 1;
-    for (int k = 0; k < nin; k++) ok &= (d->in[k] = random_values(p, k, p->dtype)) != NULL;
+    for (int k = 0; k < nin; k++) ok &= (d->in[k] = random_values(p, k, op_slot_dtype(p, k))) != NULL;
     d->out = reads_out ? random_values(p, nin, p->out_dtype) : malloc(n * sizeof(double));
     d->want = malloc(n * sizeof(double));
     d->tol = malloc(n * sizeof(double));
@@ -638,10 +900,11 @@ static clkit_status verify_expect(const op_problem *p, verify_data *d)
 static clkit_status verify_upload(clkit_context *ctx, op_problem *p, const verify_data *d)
 {
     int nin = p->op->nin;
-    for (int k = 0; k <= nin; k++) {
-        /* An output the op does not read starts as ref_upload's sentinel pattern, so
-           unwritten elements show. */
-        const double *vals = k < nin ? d->in[k] : p->shape.flags & OP_ACCUMULATE ? d->out : NULL;
+    for (int k = 0; k < op_slots(p); k++) {
+        /* An output the op does not read, and each extra, starts as ref_upload's sentinel
+           pattern, so unwritten elements show. */
+        int reads_out = k == nin && (p->shape.flags & OP_ACCUMULATE);
+        const double *vals = k < nin ? d->in[k] : reads_out ? d->out : NULL;
         p->buf[k] = ref_upload(ctx, op_slot_dtype(p, k), (size_t)op_numel(p, k), vals);
         if (!p->buf[k])
             return op_fail(CLKIT_ERR_OUT_OF_MEMORY, "ref_upload could not fill a buffer");
@@ -657,12 +920,13 @@ clkit_status op_verify(clkit_context *ctx, op_problem *p, double *max_err, int *
     int64_t n = op_numel(p, nin);
     clkit_status s = verify_expect(p, &d);
     if (!s) s = verify_upload(ctx, p, &d);
+    if (!s) s = prepare(ctx, p);
     if (!s) s = op_call(ctx, p);
     if (!s && ref_download(ctx, p->buf[nin], p->out_dtype, (size_t)n, d.out))
         s = op_fail(CLKIT_ERR_OPENCL, "ref_download could not read the output");
     if (!s) compare(p, &d, n, max_err, pass);
     op_free(p);
-    for (int k = 0; k < 3; k++) free(d.in[k]);
+    for (int k = 0; k < OP_MAX_SLOTS; k++) free(d.in[k]);
     free(d.out);
     free(d.want);
     free(d.tol);

@@ -9,37 +9,42 @@
 #define OP_DT(t) (1u << (t))
 #define OP_MAX_SHAPES 128
 #define OP_MAX_PROVIDERS 4
+#define OP_MAX_SLOTS 9  /* tensors of one call: inputs, the output, extras (attention_backward:
+                           q, k, v, dout; dq; o, lse, dk, dv) */
 
 /* op_shape.flags */
 enum {
     OP_ACCUMULATE = 1,  /* out = act(alpha op + beta out): the output's old values are read
                            (matmul: alpha 1.5, beta -0.5, relu) */
     OP_OUT_IN = 2,      /* the output in the inputs' dtype, not the op's f32 (matmul) */
+    OP_CAUSAL = 4,      /* attention: query i sees keys j <= i */
 };
 
 typedef struct op_shape {
-    int64_t rows, cols;  /* 1-D ops: rows = 1, cols = n; else (M, N), (H, W), ... */
+    int64_t rows, cols;  /* 1-D ops: rows = 1, cols = n; else (M, N), (H, W), ...; attention:
+                            L (queries and keys alike) and the head dim D */
     int transposed;      /* bit k: input k is stored transposed (copy: its source; matmul:
                             A as (K, M), B as (N, K)) */
     int target;          /* a shape of TARGETS.md: bench measures its first calls too */
-    int64_t depth;       /* matmul: K */
-    int64_t batch;       /* matmul: the batch count; 0 or 1: no batch dimension */
+    int64_t depth;       /* matmul: K; attention: the heads H */
+    int64_t batch;       /* matmul: the batch count, 0 or 1: no batch dimension; attention: B */
     int shared;          /* bit k: input k has no batch dimension, broadcast over the batch */
-    int flags;           /* OP_ACCUMULATE, OP_OUT_IN */
+    int flags;           /* OP_ACCUMULATE, OP_OUT_IN, OP_CAUSAL */
     unsigned dtypes;     /* check: the op's dtypes this shape runs in (OP_DT bits); 0: all */
 } op_shape;
 
 typedef struct op_def op_def;
 
-/* One problem and its buffers: inputs first, then the output (t[op->nin]). */
+/* One problem and its buffers: inputs first, then the output (t[op->nin]), then the op's
+   extra tensors (t[op->nin + 1] ...). */
 typedef struct op_problem {
     const op_def *op;
     clkit_dtype dtype;      /* of the inputs */
     clkit_dtype out_dtype;  /* of the output */
     clkit_provider provider;  /* whose kernels the call asks for (matmul) */
     op_shape shape;
-    cl_mem buf[3];
-    clkit_tensor t[3];
+    cl_mem buf[OP_MAX_SLOTS];
+    clkit_tensor t[OP_MAX_SLOTS];
 } op_problem;
 
 /* One column of `clkit bench`: a way to run the op. */
@@ -57,12 +62,20 @@ typedef struct op_provider {
 
 struct op_def {
     const char *name;       /* as --op spells it */
+    const char *family;     /* --op FAMILY selects every op of it (layernorm: the forward and
+                               layernorm_backward); NULL: none */
     int nin;                /* inputs */
+    int nextra;             /* tensors the call takes after its output, which check does not
+                               compare: written besides the output (mean, rstd, gradients) or
+                               filled by prepare for the call to read */
     int planes;             /* each input holds planes x rows x cols elements (rgb: 3) */
     int ndim;               /* 1: the tensors are (cols) unless transposed; 2: (rows, cols);
-                               3: rows x cols x depth [x batch], the dims of a matmul */
+                               3: rows x cols x depth [x batch], the dims of a matmul
+                               (linear_cross_entropy: T x D x V); 4: B x H x L x D
+                               (attention) */
     unsigned dtypes;        /* OP_DT bits: the dtypes checked and, when asked for, benched */
     int out_f32;            /* the output is f32 whatever the inputs (unless OP_OUT_IN) */
+    int show_scratch;       /* bench tables show the scratch column (clkit_scratch_peak) */
     double lo, hi;          /* input values of float dtypes (u8: all of 0..255) */
     double atol;            /* absolute tolerance besides ref_rtol(dtype) */
     const char *x_label;    /* what a plot's x axis counts */
@@ -81,6 +94,18 @@ struct op_def {
     /* Dims of slot k: a leading count (planes, batch; 0: none), rows (0: a 1-D tensor) and
        cols. NULL: the elementwise ops' rule from planes, ndim and transposed. */
     void (*dims)(const op_problem *p, int slot, int64_t d[3]);
+    /* The dtype of slot k; NULL: inputs in p->dtype, the output in p->out_dtype. */
+    clkit_dtype (*slot_dtype)(const op_problem *p, int slot);
+    /* The range of input slot k's random values where it is not [lo, hi) (targets: [0, V)).
+       Inputs of an index dtype (i32, i64) get random values in bench too: a fill pattern
+       would point out of bounds. NULL: [lo, hi) for all. */
+    void (*range)(const op_problem *p, int slot, double *lo, double *hi);
+    /* Runs once the inputs hold their values, before any call: fills the extras the call reads
+       (layernorm_backward: mean and rstd, by a forward). NULL: nothing to fill. */
+    clkit_status (*prepare)(clkit_context *ctx, const op_problem *p);
+    /* Bytes one call moves as the op's tutorial counts them; NULL: every tensor of the call
+       once. */
+    uint64_t (*bytes)(const op_problem *p);
     /* Floating-point operations of one call; NULL: a bandwidth op, rated in GB/s. */
     double (*flops)(const op_problem *p);
     /* The plot's x value; NaN keeps the row off the plot. NULL: from x_is_cols. */
@@ -95,18 +120,24 @@ extern const op_def op_table[];
 extern const int op_count;
 
 const op_def *op_find(const char *name);
+/* Whether --op NAME selects op: its name or its family's. */
+int op_selected(const op_def *op, const char *name);
+/* The number of slots of p's op: inputs, the output, extras. */
+int op_slots(const op_problem *p);
 /* The problem of op on shape with inputs of dtype; the output dtype follows op->out_f32
    and OP_OUT_IN, the provider is AUTO. */
 op_problem op_problem_make(const op_def *op, clkit_dtype dtype, op_shape shape);
 int64_t op_numel(const op_problem *p, int slot);
 clkit_dtype op_slot_dtype(const op_problem *p, int slot);
 uint64_t op_slot_bytes(const op_problem *p, int slot);
-/* Bytes one call moves: every input read once and the output written once. */
+/* Bytes one call moves: op->bytes, else every input read once and the output and extras
+   written once. */
 uint64_t op_bytes(const op_problem *p);
 /* The op's bench columns (at least one) into *n. */
 const op_provider *op_providers(const op_def *op, int *n);
 /* "4096", "4096x1024", "1024x1024.T" (a transposed source), "512x512x512x16.nt.bshared"
-   (matmul M x N x K x batch, layout, B broadcast): the key CSV files join on. */
+   (matmul M x N x K x batch, layout, B broadcast), "32x4x1024x128.causal" (attention
+   B x H x L x D): the key CSV files join on. */
 void op_shape_text(const op_problem *p, char *buf, size_t n);
 /* "f32", or "f16>f32" when the output's dtype differs from the inputs'. */
 void op_dtype_text(const op_problem *p, char *buf, size_t n);
@@ -114,13 +145,14 @@ void op_dtype_text(const op_problem *p, char *buf, size_t n);
 int op_shape_parse(const op_def *op, const char *text, op_shape *out);
 /* The plot's x value of the problem; NaN: not plotted. */
 double op_plot_x(const op_problem *p);
-/* Why the problem cannot run on dev, or NULL: every buffer within max_alloc, all of them
-   and `scratch` bytes more within most of global memory. */
+/* Why the problem cannot run on dev, or NULL: every buffer (extras too) within max_alloc, all
+   of them and `scratch` bytes more within most of global memory. */
 const char *op_too_big(const struct clkit_device_props *dev, const op_problem *p,
                        uint64_t scratch);
 
 /* Device buffers filled on the device with a fixed pattern: for timing, where values
-   do not matter and uploads of gigabytes would. */
+   do not matter and uploads of gigabytes would; random values for index inputs; then
+   op->prepare. */
 clkit_status op_alloc(clkit_context *ctx, op_problem *p);
 void op_free(op_problem *p);
 clkit_status op_call(clkit_context *ctx, const op_problem *p);

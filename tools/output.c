@@ -13,17 +13,18 @@
 
 /* The measured values of one provider of a row, in CSV column order. Throughput quantiles
    are named for throughput: gbps_p20 is the 20 % quantile of GB/s, so it comes from the 80 %
-   one of time. GB/s rate the bandwidth ops, TFLOP/s the ops that count flops (matmul); the
-   other of the two stays empty. The TFLOP/s columns come after the older ones, so that CSV
-   readers by position keep working. */
+   one of time. GB/s rate the bandwidth ops, TFLOP/s the ops that count flops (matmul,
+   linear_cross_entropy); the other of the two stays empty. The scratch peak is clkit's device memory for intermediates
+   during a call, in MiB. Newer columns come after the older ones, so that CSV readers by
+   position keep working. */
 enum {
     V_MS, V_MS_P20, V_MS_P80, V_GBPS, V_GBPS_P20, V_GBPS_P80, V_COLD, V_WARM,
-    V_TFLOPS, V_TFLOPS_P20, V_TFLOPS_P80, V_COUNT,
+    V_TFLOPS, V_TFLOPS_P20, V_TFLOPS_P80, V_SCRATCH, V_COUNT,
     V_FIRST_NEW = V_TFLOPS
 };
 static const char *const value_names[V_COUNT] = {
     "ms_median", "ms_p20", "ms_p80", "gbps_median", "gbps_p20", "gbps_p80", "cold_ms", "warm_ms",
-    "tflops_median", "tflops_p20", "tflops_p80",
+    "tflops_median", "tflops_p20", "tflops_p80", "scratch_mib",
 };
 
 /* Work per millisecond: bytes as GB/s, flops as TFLOP/s. */
@@ -47,6 +48,7 @@ static void row_values(const out_row *row, int j, double v[V_COUNT])
     v[V_TFLOPS] = rate(row->flops, m->ms_median, 1e-9);
     v[V_TFLOPS_P20] = rate(row->flops, m->ms_p80, 1e-9);
     v[V_TFLOPS_P80] = rate(row->flops, m->ms_p20, 1e-9);
+    v[V_SCRATCH] = m->scratch_bytes / (1 << 20);
 }
 
 /* The rate the row is judged by: median, p20 and p80 of GB/s or TFLOP/s. */
@@ -82,7 +84,8 @@ out_row out_row_make(const op_problem *p)
     row.bytes = op_bytes(p);
     row.flops = p->op->flops ? p->op->flops(p) : 0;
     row.x = op_plot_x(p);
-    for (int j = 0; j < OP_MAX_PROVIDERS; j++) row.m[j].cold_ms = row.m[j].warm_ms = NAN;
+    for (int j = 0; j < OP_MAX_PROVIDERS; j++)
+        row.m[j].cold_ms = row.m[j].warm_ms = row.m[j].scratch_bytes = NAN;
     return row;
 }
 
@@ -102,11 +105,16 @@ static void table_header(const out_row *row, const struct clkit_device_props *de
     if (row->out_dtype != row->dtype) printf(" (output %s)", clkit_dtype_name(row->out_dtype));
     printf(" on %s: %s median, 20 %% and 80 %% quantiles", dev->name, rate_unit(row));
     if (n > 1) printf(" per provider; median ms and reps of %s", prov[0].name);
-    printf("; first call (ms): cold = compile, warm = binary cache hit\n");
+    printf("; first call (ms): cold = compile, warm = binary cache hit");
+    if (row->op->show_scratch)
+        printf("; scratch: the most device memory clkit held for intermediates in a call");
+    putchar('\n');
     printf("%*s", shape_width(row), "shape");
     for (int j = 0; j < n; j++)
         printf(" %10s %8s %8s", n > 1 ? prov[j].name : rate_unit(row), "p20", "p80");
-    printf(" %11s %10s %10s %5s\n", "median ms", "cold ms", "warm ms", "reps");
+    printf(" %11s %10s %10s %5s", "median ms", "cold ms", "warm ms", "reps");
+    if (row->op->show_scratch) printf(" %11s", "scratch MiB");
+    putchar('\n');
 }
 
 /* A value with `digits` decimals, or "-" where it was not measured. */
@@ -134,7 +142,9 @@ static void table_row(const out_row *row)
     table_value(11, 4, v[V_MS]);
     table_value(10, 1, v[V_COLD]);
     table_value(10, 1, v[V_WARM]);
-    printf(" %5d\n", row->m[0].reps);
+    printf(" %5d", row->m[0].reps);
+    if (row->op->show_scratch) table_value(11, 1, v[V_SCRATCH]);
+    putchar('\n');
 }
 
 /* ---- CSV ---- */
@@ -447,6 +457,12 @@ int out_plot(const out_report *r, const char *png)
     }
     if (r->count == 0) {
         fprintf(stderr, "clkit bench: no rows were measured; no plot written\n");
+        return TOOL_EXIT_NO_PLOT;
+    }
+    series s[1];
+    if (find_series(r, s, 1) == 0) {
+        fprintf(stderr, "clkit bench: no row measured has a place on the plot; no plot "
+                        "written\n");
         return TOOL_EXIT_NO_PLOT;
     }
     FILE *g = popen("gnuplot", "w");

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "clkit.h"
 
@@ -35,6 +36,10 @@ double tool_now_ms(void);
 void tool_bytes_text(uint64_t bytes, char *buf, size_t n);
 /* The command line's dtype names ("f32", "u8") to clkit_dtype; -1 when unknown. */
 int tool_dtype_parse(const char *name);
+/* The ops' names (bench_only: those clkit bench runs), each after a space, for a line that
+   is at column `indent`; wrapped within 79 columns onto lines indented as much. No newline at
+   the end. */
+void tool_print_ops(FILE *f, int indent, int bench_only);
 
 /* clkit_device_props field by field, so `clkit info` and the JSON report show the same set. */
 typedef enum prop_kind { PROP_TEXT, PROP_INT, PROP_UNSIGNED, PROP_U64, PROP_SIZE } prop_kind;

@@ -1,19 +1,423 @@
-/* clkit_attention_forward / _backward: to be written. */
-#include "../internal.h"
+/* clkit_attention_forward / _backward: validation, the choice of tiles (a tuned entry from the
+   cache, else a heuristic from the device's local memory and work-group limits; a tile whose
+   built kernel does not fit gives way to the next smaller one) and the launches. */
+#include "../tune.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Rows held per work-group, rows streamed per step, the micro-tile, and the slices of the
+   head dimension and of the streamed rows that pass through local memory (cl/attention.cl). */
+typedef struct tiles {
+    int bm, bn, tm, tn, sd, sn;
+} tiles;
+
+typedef struct problem {
+    int64_t b, hq, hkv, lq, lk, d;
+    clkit_dtype dtype;
+    int causal;
+    float scale; /* resolved: never 0 */
+} problem;
+
+/* A tensor as the kernels take it: buffer, element offset, strides (b, h, l, d). */
+typedef struct kview {
+    cl_mem buf;
+    cl_long off;
+    cl_long4 st;
+} kview;
 
 clkit_attention_options clkit_attention_defaults(void)
 {
-    clkit_attention_options o = {0};
+    clkit_attention_options o;
+    memset(&o, 0, sizeof o);
     return o;
 }
+
+/* ---- validation ---- */
+
+static clkit_status check_like(clkit_context *ctx, const clkit_tensor *t, const char *name,
+                               const clkit_tensor *ref, const char *ref_name)
+{
+    clkit_status s = clkit_check_tensor(ctx, t, name, 4, 4, CLKIT_DT_FLOAT);
+    if (s) return s;
+    if (t->dtype != ref->dtype)
+        return clkit_fail(ctx, CLKIT_ERR_DTYPE, "%s is %s but %s is %s: they must match", name,
+                          clkit_dtype_name(t->dtype), ref_name, clkit_dtype_name(ref->dtype));
+    return clkit_check_same_shape(ctx, t, name, ref, ref_name);
+}
+
+static clkit_status check_lse(clkit_context *ctx, const clkit_tensor *lse, const problem *p)
+{
+    clkit_status s = clkit_check_tensor(ctx, lse, "lse", 3, 3, CLKIT_DT(CLKIT_F32));
+    if (s) return s;
+    if (lse->shape[0] != p->b || lse->shape[1] != p->hq || lse->shape[2] != p->lq)
+        return clkit_fail(ctx, CLKIT_ERR_SHAPE, "lse is %lld x %lld x %lld, expected (B, Hq, Lq) = "
+                          "%lld x %lld x %lld", (long long)lse->shape[0], (long long)lse->shape[1],
+                          (long long)lse->shape[2], (long long)p->b, (long long)p->hq, (long long)p->lq);
+    return CLKIT_OK;
+}
+
+static int head_dim_supported(int64_t d)
+{
+    return d == 16 || d == 32 || d == 64 || d == 128 || d == 256;
+}
+
+/* q, k, v and the options: everything both passes read. */
+static clkit_status check_inputs(clkit_context *ctx, const clkit_tensor *q, const clkit_tensor *k,
+                                 const clkit_tensor *v, const clkit_attention_options *opt,
+                                 problem *p)
+{
+    clkit_status s;
+    if ((s = clkit_check_tensor(ctx, q, "q", 4, 4, CLKIT_DT_FLOAT)) ||
+        (s = clkit_check_tensor(ctx, k, "k", 4, 4, CLKIT_DT_FLOAT)) ||
+        (s = check_like(ctx, v, "v", k, "k")))
+        return s;
+    if (k->dtype != q->dtype)
+        return clkit_fail(ctx, CLKIT_ERR_DTYPE, "k is %s but q is %s: they must match",
+                          clkit_dtype_name(k->dtype), clkit_dtype_name(q->dtype));
+    memset(p, 0, sizeof *p);
+    p->b = q->shape[0], p->hq = q->shape[1], p->lq = q->shape[2], p->d = q->shape[3];
+    p->hkv = k->shape[1], p->lk = k->shape[2], p->dtype = q->dtype;
+    if (k->shape[0] != p->b || k->shape[3] != p->d)
+        return clkit_fail(ctx, CLKIT_ERR_SHAPE, "q is (B %lld, D %lld) but k and v are (B %lld, D %lld)",
+                          (long long)p->b, (long long)p->d, (long long)k->shape[0], (long long)k->shape[3]);
+    if (p->hkv == 0 ? p->hq != 0 : p->hq % p->hkv != 0)
+        return clkit_fail(ctx, CLKIT_ERR_SHAPE, "%lld query heads do not divide into %lld kv heads",
+                          (long long)p->hq, (long long)p->hkv);
+    if (p->lq > INT32_MAX || p->lk > INT32_MAX || p->hq > INT32_MAX || p->b * p->hq > INT32_MAX)
+        return clkit_fail(ctx, CLKIT_ERR_OVERFLOW, "Lq, Lk and B x Hq must each be below 2^31");
+    if (!head_dim_supported(p->d))
+        return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "head dim %lld is not supported (16, 32, 64, "
+                          "128 or 256)", (long long)p->d);
+    clkit_attention_options o = opt ? *opt : clkit_attention_defaults();
+    if (!isfinite(o.scale) || o.scale < 0)
+        return clkit_fail(ctx, CLKIT_ERR_INVALID_VALUE, "scale %g must be finite and >= 0 (0: "
+                          "1/sqrt(D))", (double)o.scale);
+    p->causal = o.causal != 0;
+    p->scale = o.scale != 0 ? o.scale : (float)(1.0 / sqrt((double)p->d));
+    return CLKIT_OK;
+}
+
+/* Each output is a clean view and overlaps neither an input nor another output. */
+static clkit_status check_outputs(clkit_context *ctx, int nout, const clkit_tensor *const *outs,
+                                  const char *const *out_names, int nin,
+                                  const clkit_tensor *const *ins, const char *const *in_names)
+{
+    clkit_status s;
+    for (int i = 0; i < nout; i++) {
+        if ((s = clkit_check_output(ctx, outs[i], out_names[i]))) return s;
+        for (int j = 0; j < nin; j++)
+            if ((s = clkit_check_disjoint(ctx, outs[i], out_names[i], ins[j], in_names[j], false)))
+                return s;
+        for (int j = 0; j < i; j++)
+            if ((s = clkit_check_disjoint(ctx, outs[i], out_names[i], outs[j], out_names[j], false)))
+                return s;
+    }
+    return CLKIT_OK;
+}
+
+/* ---- tiles ---- */
+
+static int pow2(int x) { return x > 0 && (x & (x - 1)) == 0; }
+
+/* Local memory of the kernels, bytes: the layouts in cl/attention.cl (FWD_WORDS, DQ_WORDS,
+   DKDV_WORDS). */
+static uint64_t local_bytes(const tiles *t, int d, int bwd)
+{
+    uint64_t ldm = (uint64_t)t->bm + 4, ldn = (uint64_t)t->bn + 4, ldd = (uint64_t)d + 4;
+    uint64_t sd = (uint64_t)t->sd, sn = (uint64_t)t->sn, held = (uint64_t)d * (uint64_t)t->bm;
+    if (!bwd) {
+        uint64_t slices = sd * ldn > sn * ldd ? sd * ldn : sn * ldd;
+        return 4 * (held + (uint64_t)t->bn * ldm + slices + (uint64_t)(t->bm * (t->bn / t->tn)));
+    }
+    uint64_t dq_slices = 2 * sd * ldn > sn * ldd ? 2 * sd * ldn : sn * ldd;
+    uint64_t dkdv_slices = 2 * sd * ldn > 2 * sn * ldd ? 2 * sd * ldn : 2 * sn * ldd;
+    uint64_t dq = 2 * held + (uint64_t)t->bn * ldm + dq_slices + 2 * (uint64_t)t->bm;
+    uint64_t dkdv = 2 * held + 2 * (uint64_t)t->bn * ldm + dkdv_slices + 2 * (uint64_t)t->bn;
+    return 4 * (dq > dkdv ? dq : dkdv);
+}
+
+static int work_items(const tiles *t) { return (t->bm / t->tm) * (t->bn / t->tn); }
+
+/* f32 accumulators a work-item keeps: the score tiles and the output tiles. */
+static int accumulators(const tiles *t, int d, int bwd)
+{
+    int td = d / (t->bn / t->tn), scores = t->tm * t->tn, out = t->tm * td;
+    return bwd ? 2 * scores + 2 * out : scores + out + 2 * t->tm;
+}
+
+/* Accumulators beyond this spill on GPUs (255 registers a work-item, less the operands). */
+#define MAX_ACCUMULATORS 128
+
+/* Local memory tiles may take: the device's, at most 64 KiB. More buys a CPU nothing (its
+   "local memory" is cache-resident RAM), and within it every build the tests make on PoCL also
+   compiles for AMD GPUs, where CI replays them. */
+static uint64_t local_budget(const struct clkit_device_props *p)
+{
+    return p->local_mem < 65536 ? p->local_mem : 65536;
+}
+
+static int tiles_legal(const struct clkit_device_props *p, const tiles *t, int d, int bwd)
+{
+    if (!pow2(t->bm) || !pow2(t->bn) || !pow2(t->tm) || !pow2(t->tn) || !pow2(t->sd) ||
+        !pow2(t->sn) || t->bm < 4 || t->bn < 4 || t->tm > t->bm || t->tn > t->bn || t->tm > 16 ||
+        t->tn > 16 || t->bn / t->tn > d || t->sd > d || t->sn > t->bn)
+        return 0;
+    return (size_t)work_items(t) <= p->max_work_group && local_bytes(t, d, bwd) <= local_budget(p);
+}
+
+/* Largest first. GPU tiles are sized for NVIDIA's 48 KiB of local memory a work-group (AMD
+   has 64): the forward holds BLOCK_M x D of q; the backward two such tiles (k and v, or q and
+   dO) and two BLOCK_N x BLOCK_M tiles (P and dS), so its blocks are smaller. */
+static const tiles gpu_fwd[] = {
+    {64, 64, 4, 4, 16, 16}, {64, 32, 4, 4, 16, 8}, {32, 64, 2, 4, 16, 8}, {16, 64, 2, 4, 16, 8},
+    {32, 32, 4, 4, 16, 8},  {16, 32, 2, 2, 16, 8}, {16, 16, 2, 2, 8, 4},  {8, 8, 2, 2, 4, 4},
+    {4, 4, 1, 1, 4, 4},
+};
+static const tiles gpu_bwd[] = {
+    {64, 32, 4, 4, 16, 8}, {64, 16, 4, 2, 16, 8}, {32, 32, 2, 4, 16, 4}, {16, 64, 2, 4, 8, 2},
+    {16, 32, 2, 4, 8, 4},  {16, 16, 2, 2, 8, 4},  {8, 8, 2, 2, 4, 4},    {4, 4, 1, 1, 4, 4},
+};
+/* CPUs (PoCL runs a work-group as loops over its work-items, vectorised across them): small
+   micro-tiles, which build twice as fast as 4 x 4 ones and run nearly as fast. */
+static const tiles cpu_tiles[] = {
+    {32, 32, 2, 2, 16, 8}, {16, 16, 2, 2, 8, 4}, {8, 8, 2, 2, 4, 4}, {4, 4, 1, 1, 4, 4},
+};
+
+#define NTILES(a) ((int)(sizeof a / sizeof *a))
+
+/* Appends c to the list unless it is there already. */
+static void add_candidate(tiles *out, int *n, int max, const tiles *c)
+{
+    for (int i = 0; i < *n; i++)
+        if (memcmp(&out[i], c, sizeof *c) == 0) return;
+    if (*n < max) out[(*n)++] = *c;
+}
+
+static clkit_tune_key tune_key(const problem *p, int bwd)
+{
+    clkit_tune_key k;
+    memset(&k, 0, sizeof k);
+    snprintf(k.op, sizeof k.op, "attention");
+    snprintf(k.dtype, sizeof k.dtype, "%s", clkit_dtype_name(p->dtype));
+    snprintf(k.layout, sizeof k.layout, "%s%s", bwd ? "bwd" : "fwd", p->causal ? ".causal" : "");
+    k.shape[0] = p->lq, k.shape[1] = p->lk, k.shape[2] = p->d, k.shape[3] = p->b * p->hq;
+    k.nshape = 4;
+    return k;
+}
+
+static int tiles_from_config(const clkit_config *c, tiles *t)
+{
+    t->bm = clkit_config_get(c, "BLOCK_M", 0), t->bn = clkit_config_get(c, "BLOCK_N", 0);
+    t->tm = clkit_config_get(c, "THREAD_M", 0), t->tn = clkit_config_get(c, "THREAD_N", 0);
+    t->sd = clkit_config_get(c, "SLICE_D", 0), t->sn = clkit_config_get(c, "SLICE_N", 0);
+    return t->bm > 0;
+}
+
+/* Tiles to try, best first: a tuned entry that fits, then the heuristic's legal tiles within
+   the register budget, then any legal tile. The caller builds each in turn until one fits
+   the built kernel's limits. */
+static int candidates(clkit_context *ctx, const problem *p, int bwd, tiles *out, int max)
+{
+    const struct clkit_device_props *dp = &ctx->props;
+    int n = 0, d = (int)p->d;
+    clkit_tune_key key = tune_key(p, bwd);
+    clkit_config cfg;
+    tiles t;
+    if (clkit_cache_lookup(ctx, &key, &cfg) != CLKIT_LOOKUP_NONE && tiles_from_config(&cfg, &t) &&
+        tiles_legal(dp, &t, d, bwd))
+        add_candidate(out, &n, max, &t);
+    const tiles *list = dp->is_gpu ? (bwd ? gpu_bwd : gpu_fwd) : cpu_tiles;
+    int len = dp->is_gpu ? (bwd ? NTILES(gpu_bwd) : NTILES(gpu_fwd)) : NTILES(cpu_tiles);
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < len; i++)
+            if (tiles_legal(dp, &list[i], d, bwd) &&
+                (pass || accumulators(&list[i], d, bwd) <= MAX_ACCUMULATORS))
+                add_candidate(out, &n, max, &list[i]);
+    return n;
+}
+
+/* ---- launching ---- */
+
+static kview kview_of(const clkit_tensor *t)
+{
+    kview v;
+    memset(&v, 0, sizeof v);
+    if (!t) return v;
+    v.buf = t->buffer;
+    v.off = (cl_long)(t->offset / clkit_dtype_size(t->dtype));
+    for (int i = 0; i < t->ndim; i++) v.st.s[i] = t->shape[i] > 1 ? t->strides[i] : 0;
+    return v;
+}
+
+/* Kernel arguments in order; the first failure is kept. */
+typedef struct args {
+    cl_kernel k;
+    cl_uint n;
+    cl_int err;
+} args;
+
+static void arg(args *a, size_t size, const void *value)
+{
+    if (a->err == CL_SUCCESS) a->err = clSetKernelArg(a->k, a->n, size, value);
+    a->n++;
+}
+
+static void arg_view(args *a, const kview *v)
+{
+    arg(a, sizeof v->buf, &v->buf);
+    arg(a, sizeof v->off, &v->off);
+    arg(a, sizeof v->st, &v->st);
+}
+
+static clkit_status args_done(clkit_context *ctx, const args *a)
+{
+    return a->err == CL_SUCCESS ? CLKIT_OK : clkit_cl_fail(ctx, a->err, "clSetKernelArg (attention)");
+}
+
+static void build_options(const problem *p, const tiles *t, int bwd, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s -D %s -D HEAD_DIM=%d -D BLOCK_M=%d -D BLOCK_N=%d -D THREAD_M=%d "
+             "-D THREAD_N=%d -D SLICE_D=%d -D SLICE_N=%d", clkit_dtype_macro(p->dtype),
+             bwd ? "ATTN_BWD" : "ATTN_FWD", (int)p->d, t->bm, t->bn, t->tm, t->tn, t->sd, t->sn);
+}
+
+/* Whether the built kernel runs t's work-group within the device's local memory. */
+static int kernel_fits(clkit_context *ctx, cl_kernel k, const tiles *t)
+{
+    uint64_t local, priv;
+    clkit_kernel_mem(ctx, k, &local, &priv);
+    return (size_t)work_items(t) <= clkit_kernel_wg_limit(ctx, k) && local <= ctx->props.local_mem;
+}
+
+/* The kernels of the first candidate whose build fits (names[0..n)), and its tiles. */
+static clkit_status pick_kernels(clkit_context *ctx, const problem *p, int bwd, const char *const *names,
+                                 int n, cl_kernel *ks, tiles *chosen)
+{
+    tiles cands[24];
+    int nc = candidates(ctx, p, bwd, cands, 24);
+    for (int c = 0; c < nc; c++) {
+        char opts[512];
+        build_options(p, &cands[c], bwd, opts, sizeof opts);
+        int fits = 1;
+        for (int i = 0; i < n && fits; i++) {
+            clkit_status s = clkit_get_kernel(ctx, "attention.cl", names[i], opts, &ks[i]);
+            if (s) return s;
+            /* attn_bwd_delta takes any work-group size: only the tiled kernels bind. */
+            fits = strcmp(names[i], "attn_bwd_delta") == 0 || kernel_fits(ctx, ks[i], &cands[c]);
+        }
+        if (fits) {
+            *chosen = cands[c];
+            return CLKIT_OK;
+        }
+        clkit_log(CLKIT_LOG_INFO, "attention: tiles %dx%d (%dx%d) exceed the built kernel's limits, "
+                  "trying smaller ones", cands[c].bm, cands[c].bn, cands[c].tm, cands[c].tn);
+    }
+    return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "attention: no tile size fits this device's local "
+                      "memory and work-group limits for head dim %lld", (long long)p->d);
+}
+
+static size_t groups_of(int64_t rows, int block) { return (size_t)((rows + block - 1) / block); }
+
+static float scale_log2(const problem *p) { return (float)(p->scale * 1.4426950408889634); }
+
+/* ---- forward ---- */
 
 clkit_status clkit_attention_forward(clkit_context *ctx, const clkit_tensor *q,
                                      const clkit_tensor *k, const clkit_tensor *v,
                                      const clkit_attention_options *opt, const clkit_tensor *o,
                                      const clkit_tensor *lse)
 {
-    (void)q, (void)k, (void)v, (void)opt, (void)o, (void)lse;
-    return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "attention: not yet");
+    if (!ctx) return CLKIT_ERR_NULL_ARGUMENT;
+    clkit_clear_error(ctx);
+    problem p;
+    clkit_status s = check_inputs(ctx, q, k, v, opt, &p);
+    if (s || (s = check_like(ctx, o, "o", q, "q")) || (lse && (s = check_lse(ctx, lse, &p))))
+        return s;
+    const clkit_tensor *outs[2] = {o, lse}, *ins[3] = {q, k, v};
+    const char *out_names[2] = {"o", "lse"}, *in_names[3] = {"q", "k", "v"};
+    if ((s = check_outputs(ctx, lse ? 2 : 1, outs, out_names, 3, ins, in_names))) return s;
+    if (p.b * p.hq * p.lq == 0) return CLKIT_OK;
+
+    static const char *const names[] = {"attn_fwd"};
+    cl_kernel kern;
+    tiles t;
+    if ((s = pick_kernels(ctx, &p, 0, names, 1, &kern, &t))) return s;
+    kview vq = kview_of(q), vk = kview_of(k), vv = kview_of(v), vo = kview_of(o), vl = kview_of(lse);
+    cl_int hq = (cl_int)p.hq, group = (cl_int)(p.hq / p.hkv), lq = (cl_int)p.lq, lk = (cl_int)p.lk;
+    cl_int causal = p.causal;
+    float scale2 = scale_log2(&p);
+    args a = {kern, 0, CL_SUCCESS};
+    arg_view(&a, &vq), arg_view(&a, &vk), arg_view(&a, &vv), arg_view(&a, &vo), arg_view(&a, &vl);
+    arg(&a, 4, &hq), arg(&a, 4, &group), arg(&a, 4, &lq), arg(&a, 4, &lk), arg(&a, 4, &causal);
+    arg(&a, 4, &scale2);
+    if ((s = args_done(ctx, &a))) return s;
+    size_t wg = (size_t)work_items(&t);
+    size_t global[2] = {groups_of(p.lq, t.bm) * wg, (size_t)(p.b * p.hq)}, local[2] = {wg, 1};
+    return clkit_launch(ctx, kern, 2, global, local);
+}
+
+/* ---- backward ---- */
+
+typedef struct bwd_views {
+    kview q, k, v, o, dout, lse, dq, dk, dv, delta;
+} bwd_views;
+
+static clkit_status launch_delta(clkit_context *ctx, cl_kernel kern, const problem *p,
+                                 const bwd_views *bv)
+{
+    cl_int hq = (cl_int)p->hq, lq = (cl_int)p->lq;
+    args a = {kern, 0, CL_SUCCESS};
+    arg_view(&a, &bv->o), arg_view(&a, &bv->dout);
+    arg(&a, sizeof bv->delta.buf, &bv->delta.buf), arg(&a, 4, &hq), arg(&a, 4, &lq);
+    clkit_status s = args_done(ctx, &a);
+    if (s) return s;
+    size_t wg = clkit_stream_wg(&ctx->props, clkit_kernel_wg_limit(ctx, kern));
+    size_t global[2] = {groups_of(p->lq, (int)wg) * wg, (size_t)(p->b * p->hq)}, local[2] = {wg, 1};
+    return clkit_launch(ctx, kern, 2, global, local);
+}
+
+/* dq (dkdv 0) or dk and dv (dkdv 1): the arguments the two kernels share, then the launch. */
+static clkit_status launch_grad(clkit_context *ctx, cl_kernel kern, const problem *p,
+                                const tiles *t, const bwd_views *bv, int dkdv)
+{
+    cl_int hq = (cl_int)p->hq, group = (cl_int)(p->hq / p->hkv), lq = (cl_int)p->lq;
+    cl_int lk = (cl_int)p->lk, causal = p->causal;
+    float scale2 = scale_log2(p), scale = p->scale;
+    args a = {kern, 0, CL_SUCCESS};
+    arg_view(&a, &bv->q), arg_view(&a, &bv->k), arg_view(&a, &bv->v), arg_view(&a, &bv->dout);
+    arg(&a, sizeof bv->lse.buf, &bv->lse.buf), arg(&a, 8, &bv->lse.off), arg(&a, sizeof bv->lse.st, &bv->lse.st);
+    arg(&a, sizeof bv->delta.buf, &bv->delta.buf);
+    if (dkdv) arg_view(&a, &bv->dk), arg_view(&a, &bv->dv);
+    else arg_view(&a, &bv->dq);
+    arg(&a, 4, &hq), arg(&a, 4, &group), arg(&a, 4, &lq), arg(&a, 4, &lk), arg(&a, 4, &causal);
+    arg(&a, 4, &scale2), arg(&a, 4, &scale);
+    clkit_status s = args_done(ctx, &a);
+    if (s) return s;
+    size_t wg = (size_t)work_items(t);
+    size_t global[2] = {groups_of(dkdv ? p->lk : p->lq, t->bm) * wg,
+                        (size_t)(p->b * (dkdv ? p->hkv : p->hq))};
+    size_t local[2] = {wg, 1};
+    return clkit_launch(ctx, kern, 2, global, local);
+}
+
+static clkit_status check_backward(clkit_context *ctx, const clkit_tensor *q, const clkit_tensor *k,
+                                   const clkit_tensor *v, const clkit_tensor *o,
+                                   const clkit_tensor *dout, const clkit_tensor *lse,
+                                   const clkit_attention_options *opt, const clkit_tensor *dq,
+                                   const clkit_tensor *dk, const clkit_tensor *dv, problem *p)
+{
+    clkit_status s;
+    if ((s = check_inputs(ctx, q, k, v, opt, p)) || (s = check_like(ctx, o, "o", q, "q")) ||
+        (s = check_like(ctx, dout, "dout", q, "q")) || (s = check_lse(ctx, lse, p)) ||
+        (s = check_like(ctx, dq, "dq", q, "q")) || (s = check_like(ctx, dk, "dk", k, "k")) ||
+        (s = check_like(ctx, dv, "dv", k, "k")))
+        return s;
+    const clkit_tensor *outs[3] = {dq, dk, dv}, *ins[6] = {q, k, v, o, dout, lse};
+    const char *out_names[3] = {"dq", "dk", "dv"};
+    const char *in_names[6] = {"q", "k", "v", "o", "dout", "lse"};
+    return check_outputs(ctx, 3, outs, out_names, 6, ins, in_names);
 }
 
 clkit_status clkit_attention_backward(clkit_context *ctx, const clkit_tensor *q,
@@ -23,7 +427,25 @@ clkit_status clkit_attention_backward(clkit_context *ctx, const clkit_tensor *q,
                                       const clkit_tensor *dq, const clkit_tensor *dk,
                                       const clkit_tensor *dv)
 {
-    (void)q, (void)k, (void)v, (void)o, (void)dout, (void)lse, (void)opt, (void)dq, (void)dk;
-    (void)dv;
-    return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "attention: not yet");
+    if (!ctx) return CLKIT_ERR_NULL_ARGUMENT;
+    clkit_clear_error(ctx);
+    problem p;
+    clkit_status s = check_backward(ctx, q, k, v, o, dout, lse, opt, dq, dk, dv, &p);
+    if (s) return s;
+    int has_q = p.b * p.hq * p.lq > 0, has_kv = p.b * p.hkv * p.lk > 0;
+    if (!has_q && !has_kv) return CLKIT_OK;
+
+    static const char *const names[] = {"attn_bwd_delta", "attn_bwd_dkdv", "attn_bwd_dq"};
+    cl_kernel kern[3];
+    tiles t;
+    if ((s = pick_kernels(ctx, &p, 1, names, 3, kern, &t))) return s;
+    bwd_views bv = {kview_of(q), kview_of(k), kview_of(v), kview_of(o), kview_of(dout),
+                    kview_of(lse), kview_of(dq), kview_of(dk), kview_of(dv), {0}};
+    size_t delta_bytes = (size_t)(p.b * p.hq * p.lq) * sizeof(float);
+    if ((s = clkit_scratch_alloc(ctx, delta_bytes, &bv.delta.buf))) return s;
+    if (has_q) s = launch_delta(ctx, kern[0], &p, &bv);
+    if (!s && has_kv) s = launch_grad(ctx, kern[1], &p, &t, &bv, 1);
+    if (!s && has_q) s = launch_grad(ctx, kern[2], &p, &t, &bv, 0);
+    clkit_scratch_release(ctx, bv.delta.buf, delta_bytes);
+    return s;
 }

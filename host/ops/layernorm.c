@@ -27,16 +27,19 @@ typedef struct ln_plan {
     int loop;
 } ln_plan;
 
-/* GPUs: values a work-item holds on chip, as for softmax (cl registers, about 3 per value on
-   NVIDIA); at the largest team the forward may hold twice as many before rows loop, the
-   backward (which also keeps dy and the dw and db sums per value) no more. */
+/* GPUs: values a work-item holds on chip, as measured best for softmax on an H200 (NVIDIA
+   spends about 3 registers per held value); at the largest team the forward may hold twice as
+   many before rows loop, the backward (which also holds dy and the dw and db sums per value)
+   no more. Not yet tuned for layer norm on a GPU. */
 #define LN_GPU_ITEMS 8u
 #define LN_GPU_MAX_ITEMS_FWD 16u
 #define LN_GPU_MAX_TEAM 1024u
-/* CPUs (PoCL): no registers to fit, and every distinct plan is one more slow build: three
-   shapes (short rows 2 to a group of 8-lane teams, up to 2048 positions over 64 lanes,
-   longer rows looping over 64 lanes). */
+/* CPUs (PoCL): no registers to fit, and every distinct plan is one more slow build (about 4 s
+   each): two shapes, rows of up to 256 positions on chip, 2 to a group of 8-lane teams, and
+   longer rows looping over 64 lanes, whose second read comes from the CPU's caches. */
+#define LN_CPU_TEAM 8u
 #define LN_CPU_ITEMS 32u
+#define LN_CPU_LOOP_TEAM 64u
 #define LN_CPU_LOOP_ITEMS 16u
 
 static uint64_t div_up(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
@@ -78,15 +81,14 @@ static void gpu_plan(ln_plan *plan, const struct clkit_device_props *p, uint64_t
 
 static void cpu_plan(ln_plan *plan, uint64_t span, unsigned max_team)
 {
-    uint64_t chunks = div_up(span, plan->vec), max_chunks = LN_CPU_ITEMS / plan->vec;
-    plan->team = max_team < 8 ? max_team : 8;
+    plan->team = max_team < LN_CPU_TEAM ? max_team : LN_CPU_TEAM;
     plan->rows = max_team / plan->team < 2 ? 1 : 2;
-    if (chunks > plan->team * max_chunks) {
-        plan->team = max_team < 64 ? max_team : 64;
-        plan->rows = 1;
-    }
-    plan->loop = chunks > plan->team * max_chunks;
-    plan->items = plan->loop ? LN_CPU_LOOP_ITEMS : LN_CPU_ITEMS;
+    plan->items = LN_CPU_ITEMS;
+    if (div_up(span, plan->vec) <= plan->team * (LN_CPU_ITEMS / plan->vec)) return;
+    plan->loop = 1;
+    plan->team = max_team < LN_CPU_LOOP_TEAM ? max_team : LN_CPU_LOOP_TEAM;
+    plan->rows = 1;
+    plan->items = LN_CPU_LOOP_ITEMS;
 }
 
 /* span: positions a row occupies (N plus its phase a); wg_limit: the built kernel's limit,
@@ -338,7 +340,7 @@ static clkit_status forward(clkit_context *ctx, const clkit_tensor *x, const clk
     if (s) return s;
     cl_long m = x->shape[0], n = x->shape[1];
     cl_int n32 = (cl_int)n, a = phase;
-    s = clkit_set_args(ctx, k, 23, sizeof(cl_mem), &rv[0].buf, sizeof(cl_long), &rv[0].off,
+    s = clkit_set_args(ctx, k, 25, sizeof(cl_mem), &rv[0].buf, sizeof(cl_long), &rv[0].off,
                        sizeof(cl_long), &rv[0].rs, sizeof(cl_long), &rv[0].cs, sizeof(cl_mem),
                        &rv[1].buf, sizeof(cl_long), &rv[1].off, sizeof(cl_long), &rv[1].rs,
                        sizeof(cl_long), &rv[1].cs, sizeof(cl_mem), &wb[0].buf, sizeof(cl_long),

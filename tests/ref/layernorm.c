@@ -3,7 +3,6 @@
 #include "ref.h"
 
 #include <math.h>
-#include <stdlib.h>
 
 void ref_layernorm_forward(const double *x, const double *w, const double *b, double eps,
                            int64_t m, int64_t n, double *y, double *mean, double *rstd)

@@ -50,6 +50,23 @@ void ref_matmul(const ref_matrix *a, const ref_matrix *b, ref_matrix *c, int64_t
                 double *abs_sum);
 
 /* ---- attention (attention.c) ---- */
+/* Dimensions of an attention problem: q (b, hq, lq, d), k and v (b, hkv, lk, d), all
+   row-major; query head h reads kv head h / (hq / hkv). causal: query i sees keys j <= i. */
+typedef struct ref_attention_dims {
+    int64_t b, hq, hkv, lq, lk, d;
+    int causal;
+    double scale;
+} ref_attention_dims;
+/* o = softmax(scale q k^T) v and lse (b, hq, lq; natural log, -inf for a row with no key);
+   either output may be NULL. */
+void ref_attention_forward(const ref_attention_dims *a, const double *q, const double *k,
+                           const double *v, double *o, double *lse);
+/* Gradients of sum(o * dout): dq like q, dk and dv like k (summed over the query heads that
+   share a kv head). delta = rowsum(dout * o) is taken from the o given, as the backward of
+   clkit_attention_forward takes it from the stored o. */
+void ref_attention_backward(const ref_attention_dims *a, const double *q, const double *k,
+                            const double *v, const double *o, const double *dout, double *dq,
+                            double *dk, double *dv);
 
 /* ---- layernorm (layernorm.c) ---- */
 /* y = (x - mean) * rstd * w + b over each row of x (m, n), row-major, with the two-pass
@@ -67,5 +84,23 @@ void ref_layernorm_backward(const double *dy, const double *x, const double *w,
                             double *db_mag);
 
 /* ---- cross-entropy (cross_entropy.c) ---- */
+/* Losses of logits (t, v) as clkit_cross_entropy gives them: loss and zloss (may be NULL)
+   receive t per-token values for reduction none, else one; dlogits (t x v, may be NULL) the
+   gradient of the loss. Returns the count of tokens not ignored. */
+int64_t ref_cross_entropy(const double *logits, const int64_t *targets, int64_t t, int64_t v,
+                          const clkit_cross_entropy_options *o, double *loss, double *zloss,
+                          double *dlogits);
+/* Gradients of ref_linear_cross_entropy, each NULL when not wanted; the *_abs arrays (same
+   shapes) receive the sum of |dlogits * operand| behind each output (db: of |dlogits|), the
+   scale of its rounding error. */
+typedef struct ref_lce_grads {
+    double *dx, *dw, *db;
+    double *dx_abs, *dw_abs, *db_abs;
+} ref_lce_grads;
+/* ref_cross_entropy of x (t, d) @ w (v, d)^T + b (v, may be NULL); g may be NULL. */
+int64_t ref_linear_cross_entropy(const double *x, const double *w, const double *b,
+                                 const int64_t *targets, int64_t t, int64_t v, int64_t d,
+                                 const clkit_cross_entropy_options *o, double *loss,
+                                 double *zloss, const ref_lce_grads *g);
 
 #endif
