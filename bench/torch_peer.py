@@ -30,6 +30,16 @@ scratch peak (clkit_scratch_peak of one call) it shows torch's peak extra memory
 memory torch held during one step beyond what it held before it, inputs and weights, and the
 gradients the step creates (clkit's caller holds those as dx and dweight).
 
+attention and attention_backward are F.scaled_dot_product_attention on (B, H, L, D) tensors,
+is_causal as the shape's ".causal" says, the default scale 1/sqrt(D), on whichever backend
+torch dispatches to (TARGETS.md's f16 figures are FlashAttention-2's). q, k and v require
+grad in both, so that the forward saves what its backward needs, as clkit's writes lse (the
+tutorial does the same). attention times the forward alone; attention_backward times
+o.backward(dout) alone, on a graph built once and retained, with grad_to_none=[q, k, v] so
+that no repeat accumulates into the previous gradients. Both in TFLOP/s as the tutorial counts
+them (4 B H L^2 D, halved when causal; the backward 2.5 times that) and ms; f32 with TF32 off
+in cuBLAS and cuDNN, as clkit computes in f32.
+
 For the targets of TARGETS.md:
 
     CLKIT_DEVICE=nvidia build/tools/clkit bench --op layernorm --csv > ln-f32.csv
@@ -38,27 +48,38 @@ For the targets of TARGETS.md:
     python3 bench/torch_peer.py --op layernorm --dtype f16 --clkit ln-f16.csv --out ln-f16-merged.csv
     CLKIT_DEVICE=nvidia build/tools/clkit bench --op linear_cross_entropy --dtype f16 --csv > lce.csv
     python3 bench/torch_peer.py --op linear_cross_entropy --dtype f16 --clkit lce.csv --out lce-merged.csv
+    CLKIT_DEVICE=nvidia build/tools/clkit bench --op attention --csv > att-f32.csv
+    python3 bench/torch_peer.py --op attention --clkit att-f32.csv --out att-f32-merged.csv
+    CLKIT_DEVICE=nvidia build/tools/clkit bench --op attention --dtype f16 --csv > att-f16.csv
+    python3 bench/torch_peer.py --op attention --dtype f16 --clkit att-f16.csv --out att-f16-merged.csv
 """
 import argparse
 import csv
 import sys
 
 OPS = ("add", "softmax", "dropout", "copy", "grayscale", "matmul", "layernorm",
-       "layernorm_backward", "linear_cross_entropy")
+       "layernorm_backward", "linear_cross_entropy", "attention", "attention_backward")
 # --op FAMILY runs each op of it, as `clkit bench --op` does.
-FAMILIES = {"layernorm": ("layernorm", "layernorm_backward")}
+FAMILIES = {"layernorm": ("layernorm", "layernorm_backward"),
+            "attention": ("attention", "attention_backward")}
 ELEMENT_SIZE = {"f32": 4, "f16": 2, "bf16": 2, "u8": 1}
 TORCH_DTYPE = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "u8": "uint8"}
 SOFTMAX_TARGETS = (256, 1024, 4096, 12672, 32768)  # TARGETS.md
 LAYERNORM_TARGET = 8192  # TARGETS.md: 4096 x 8192
 LAYERNORM_EPS = 1e-5
+# B, H, D of TARGETS.md's attention rows (the tutorial's f32 shape, then the f16 one), each
+# over L = 512 i for i = 1 .. 16, causal, as clkit bench runs both in every dtype.
+ATTENTION_CONFIGS = ((32, 4, 128), (8, 16, 64))
 # The table of an op's rows (its columns and peers): GB/s for the bandwidth ops, TFLOP/s
-# for matmul, time, TFLOP/s and memory for linear_cross_entropy.
-TABLE_OF = {"matmul": "matmul", "linear_cross_entropy": "lce"}
+# for matmul, time, TFLOP/s and memory for linear_cross_entropy, TFLOP/s and time for
+# attention.
+TABLE_OF = {"matmul": "matmul", "linear_cross_entropy": "lce", "attention": "attention",
+            "attention_backward": "attention"}
 # The providers of a `clkit bench` CSV (its provider column) and the peers run here.
 CLKIT_COLUMNS = {"gbps": ("clkit",), "matmul": ("clkit", "heuristic", "clblast"),
-                 "lce": ("clkit",)}
-PEERS = {"gbps": ("torch", "compile"), "matmul": ("torch",), "lce": ("torch",)}
+                 "lce": ("clkit",), "attention": ("clkit",)}
+PEERS = {"gbps": ("torch", "compile"), "matmul": ("torch",), "lce": ("torch",),
+         "attention": ("torch",)}
 
 
 class Case:
@@ -69,6 +90,7 @@ class Case:
         self.op, self.dtype, self.shape, self.work, self.unit = op, dtype, shape, work, unit
         self.dims, self.transposed = dims, transposed
         self.shared_b = shape.endswith(".bshared")
+        self.causal = shape.endswith(".causal")
 
     @property
     def key(self):
@@ -106,6 +128,14 @@ def make_lce(dtype, t, d, v):
                 (t, d, v))
 
 
+def make_attention(op, dtype, b, h, l, d):
+    """B x H x L x D, causal, as clkit spells it; the tutorial's FLOPs: 4 B H L^2 D halved by
+    the causal mask, the backward 2.5 times the forward."""
+    forward = 4 * b * h * l * l * d // 2
+    work = forward * 5 // 2 if op == "attention_backward" else forward
+    return Case(op, dtype, f"{b}x{h}x{l}x{d}.causal", work, "tflops", (b, h, l, d))
+
+
 def matmul_cases(dtype, quick):
     """The rows of `clkit bench --op matmul` (tools/ops.c: matmul_shapes)."""
     sides = [128 * i for i in ((2, 4) if quick else range(2, 33))] + ([] if quick else [8192])
@@ -139,6 +169,10 @@ def cases(op, dtype, quick):
     if op == "linear_cross_entropy":
         shapes = [(512, 128, 1000)] if quick else [(32768, 384, 32768), (8192, 4096, 128256)]
         return [make_lce(dtype, *s) for s in shapes]
+    if op in ("attention", "attention_backward"):
+        shapes = [(1, 2, 256, 64)] if quick else [
+            (b, h, 512 * i, d) for b, h, d in ATTENTION_CONFIGS for i in range(1, 17)]
+        return [make_attention(op, dtype, *s) for s in shapes]
     # grayscale: the float dtype where the op has it (f32), and u8, as clkit bench.
     images = [(1066, 1600)] + ([] if quick else [(2160, 3840)])
     dtypes = (["f32"] if dtype == "f32" else []) + ["u8"]
@@ -198,6 +232,8 @@ def peer_function(case, torch):
         return lambda x, w, b: F.layer_norm(x, x.shape[-1:], w, b, LAYERNORM_EPS)
     if case.op == "linear_cross_entropy":
         return lambda x, w, targets: F.cross_entropy(x @ w.t(), targets)
+    if case.op in ("attention", "attention_backward"):
+        return lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=case.causal)
     if case.op == "add":
         return lambda x, y: x + y
     if case.op == "softmax":
@@ -242,6 +278,9 @@ def peer_inputs(case, torch):
         weight = (rand(v, d) * d ** -0.5).requires_grad_()
         return (rand(t, d).requires_grad_(), weight,
                 torch.randint(0, v, (t,), device="cuda"))
+    if case.op in ("attention", "attention_backward"):
+        qkv = tuple(rand(*case.dims).requires_grad_() for _ in range(3))
+        return qkv + ((rand(*case.dims),) if case.op == "attention_backward" else ())
     if case.transposed:  # the source is the (cols, rows) matrix, read transposed
         return (rand(case.dims[1], case.dims[0]),)
     return (rand(*case.dims),)
@@ -249,12 +288,17 @@ def peer_inputs(case, torch):
 
 def step(case, fn, args):
     """What one timed repeat runs, and the tensors whose gradients do_bench drops before each
-    (grad_to_none, as the tutorials): layernorm_backward the backward of a graph built here
-    once, linear_cross_entropy a forward and backward, the others fn(*args)."""
+    (grad_to_none, as the tutorials): layernorm_backward and attention_backward the backward
+    of a graph built here once, linear_cross_entropy a forward and backward, the others
+    fn(*args)."""
     if case.op == "layernorm_backward":
         x, w, b, dy = args
         y = fn(x, w, b)
         return (lambda: y.backward(dy, retain_graph=True)), [x]
+    if case.op == "attention_backward":
+        q, k, v, dout = args
+        o = fn(q, k, v)
+        return (lambda: o.backward(dout, retain_graph=True)), [q, k, v]
     if case.op == "linear_cross_entropy":
         x, w, _ = args
         return (lambda: fn(*args).backward()), [x, w]
@@ -287,9 +331,9 @@ def first_line(error):
     return f"{type(error).__name__}: {text[0] if text else ''}"
 
 
-def set_matmul_precision(torch):
-    """cuBLAS as clkit computes: no TF32 for f32, f32 accumulation for f16 and bf16. Each
-    switch only where this torch has it."""
+def set_precision(torch):
+    """cuBLAS and cuDNN as clkit computes: no TF32 for f32, f32 accumulation for f16 and bf16.
+    Each switch only where this torch has it."""
     cuda = torch.backends.cuda.matmul
     for name in ("allow_tf32", "allow_fp16_reduced_precision_reduction",
                  "allow_bf16_reduced_precision_reduction"):
@@ -297,6 +341,7 @@ def set_matmul_precision(torch):
             setattr(cuda, name, False)
     if hasattr(torch, "set_float32_matmul_precision"):
         torch.set_float32_matmul_precision("highest")
+    torch.backends.cudnn.allow_tf32 = False
 
 
 class Peers:
@@ -311,7 +356,7 @@ class Peers:
         self.broken = set()
         self.plain_matmul = False  # torch.mm has no out_dtype here
         self.name = f"torch {torch.__version__} on {torch.cuda.get_device_name()}"
-        set_matmul_precision(torch)
+        set_precision(torch)
         torch.manual_seed(0)
 
     def runner(self, case, peer, fn, args):
@@ -379,7 +424,8 @@ def rate_columns(unit, tables):
     return [f"{who}_{unit}{q}" for who in whos for q in ("", "_p20", "_p80")]
 
 
-# linear_cross_entropy's own: ms from the rates, memory, and the ratios TARGETS.md sets.
+# linear_cross_entropy's own: ms from the rates, memory, and the ratios TARGETS.md sets; the
+# ms and clkit/torch serve attention too.
 LCE_COLUMNS = ["clkit_ms", "torch_ms", "clkit_over_torch", "clkit_scratch_mib", "torch_extra_mib",
                "clkit_scratch_over_torch_extra"]
 COLUMNS = (["op", "dtype", "shape", "n_bytes"] + rate_columns("gbps", ["gbps"])
@@ -413,8 +459,9 @@ def merge(case, clkit_row, measured, fields):
         row["clkit_over_torch"] = ratio(clkit, row.get("torch_tflops"))
         for who in ("clkit", "torch"):
             row[f"{who}_ms"] = ratio(case.work * 1e-9, row.get(f"{who}_tflops"))
-        row["clkit_scratch_over_torch_extra"] = ratio(row.get("clkit_scratch_mib"),
-                                                      row.get("torch_extra_mib"))
+        if case.table == "lce":
+            row["clkit_scratch_over_torch_extra"] = ratio(row.get("clkit_scratch_mib"),
+                                                          row.get("torch_extra_mib"))
     return row
 
 
@@ -436,9 +483,13 @@ TABLE = {
             ("clkit scratch MiB", "clkit_scratch_mib", 1),
             ("torch extra MiB", "torch_extra_mib", 1),
             ("scratch/extra", "clkit_scratch_over_torch_extra", 3)],
+    "attention": [("clkit TFLOP/s", "clkit_tflops", 2), ("torch TFLOP/s", "torch_tflops", 2),
+                  ("clkit/torch", "clkit_over_torch", 2), ("clkit ms", "clkit_ms", 3),
+                  ("torch ms", "torch_ms", 3)],
 }
 TABLE_TITLE = {"gbps": "GB/s (median)", "matmul": "TFLOP/s (median)",
-               "lce": "forward + backward, ms and TFLOP/s (median); peak extra device memory"}
+               "lce": "forward + backward, ms and TFLOP/s (median); peak extra device memory",
+               "attention": "TFLOP/s and ms (median); attention_backward: the backward alone"}
 
 
 def print_tables(rows, title):
@@ -470,7 +521,7 @@ def parse_args(argv):
     a.add_argument("--clkit", metavar="FILE.csv", help="a `clkit bench --csv` file to compare")
     a.add_argument("--out", metavar="FILE.csv", help="write the merged rows as CSV")
     a.add_argument("--op", choices=OPS + ("all",), default="all",
-                   help="one op, or layernorm for both of its ops")
+                   help="one op, or layernorm or attention for both of its ops")
     a.add_argument("--dtype", choices=("f32", "f16", "bf16"), default="f32")
     a.add_argument("--quick", action="store_true", help="the shapes of `clkit bench --quick`")
     a.add_argument("--no-peers", action="store_true",

@@ -22,6 +22,9 @@ static const float layernorm_eps = 1e-5f;
    the row mean relative to the row's largest |x|, as tests/test_layernorm.c bounds them. */
 #define LN_F32_ARITH 2e-5
 #define LN_F32_MEAN 2e-6
+/* The error scale of f32 attention relative to the largest output, as
+   tests/test_attention.c bounds it. */
+#define ATTN_F32_ARITH 3e-5
 
 /* ---- errors ---- */
 
@@ -373,6 +376,158 @@ static double flops_lce(const op_problem *p)
     return 6.0 * (double)s->rows * (double)s->cols * (double)s->depth;
 }
 
+/* Attention with as many kv heads as query heads. q, k, v, o and their gradients are
+   (B, H, L, D), stored as (B H, L, D); lse is (B, H, L) f32, stored as (B H, L). The forward's
+   slots, then the backward's after the same q, k, v and o. */
+enum { ATT_Q, ATT_K, ATT_V, ATT_O, ATT_LSE };
+enum { ATB_DOUT = ATT_O + 1, ATB_DQ, ATB_LSE, ATB_DK, ATB_DV };
+
+static clkit_attention_options attention_options(const op_problem *p)
+{
+    clkit_attention_options o = clkit_attention_defaults();
+    o.causal = (p->shape.flags & OP_CAUSAL) != 0;
+    return o;
+}
+
+/* Slot k as the API takes it, 4-D (lse 3-D): its leading B H dim split in two. */
+static clkit_tensor attention_view(const op_problem *p, int slot)
+{
+    const clkit_tensor *t = &p->t[slot];
+    int64_t shape[4] = {p->shape.batch, p->shape.depth};
+    memcpy(shape + 2, t->shape + 1, (size_t)(t->ndim - 1) * sizeof *shape);
+    return clkit_tensor_contiguous(t->buffer, t->dtype, t->ndim + 1, shape);
+}
+
+/* The forward of q, k and v into the slots o and lse. */
+static clkit_status attention_forward(clkit_context *ctx, const op_problem *p, int o, int lse)
+{
+    clkit_attention_options opt = attention_options(p);
+    clkit_tensor q = attention_view(p, ATT_Q), k = attention_view(p, ATT_K);
+    clkit_tensor v = attention_view(p, ATT_V), out = attention_view(p, o);
+    clkit_tensor l = attention_view(p, lse);
+    return clkit_attention_forward(ctx, &q, &k, &v, &opt, &out, &l);
+}
+
+static clkit_status call_attention_forward(clkit_context *ctx, const op_problem *p)
+{
+    return attention_forward(ctx, p, ATT_O, ATT_LSE);
+}
+
+/* The backward's lse, from a forward of its q, k and v (whose o lands in dq, which the backward
+   then overwrites). The backward reads the o input, not the forward's: delta = rowsum(dout o)
+   comes from the o given, on the device and in the reference alike, and the reference knows
+   the input's values, where the forward's o would differ from its own by roundings. */
+static clkit_status prepare_attention_backward(clkit_context *ctx, const op_problem *p)
+{
+    return attention_forward(ctx, p, ATB_DQ, ATB_LSE);
+}
+
+static clkit_status call_attention_backward(clkit_context *ctx, const op_problem *p)
+{
+    clkit_attention_options opt = attention_options(p);
+    clkit_tensor t[ATB_DV + 1];
+    for (int k = 0; k <= ATB_DV; k++) t[k] = attention_view(p, k);
+    return clkit_attention_backward(ctx, &t[ATT_Q], &t[ATT_K], &t[ATT_V], &t[ATT_O], &t[ATB_DOUT],
+                                    &t[ATB_LSE], &opt, &t[ATB_DQ], &t[ATB_DK], &t[ATB_DV]);
+}
+
+static int attention_is_lse(const op_problem *p, int slot)
+{
+    return slot == (p->op->call == call_attention_backward ? ATB_LSE : ATT_LSE);
+}
+
+/* The leading B H dim stays even where it is 1: attention_view splits it. */
+static void dims_attention(const op_problem *p, int slot, int64_t d[3])
+{
+    const op_shape *s = &p->shape;
+    int lse = attention_is_lse(p, slot);
+    d[0] = lse ? 0 : s->batch * s->depth;
+    d[1] = lse ? s->batch * s->depth : s->rows;
+    d[2] = lse ? s->rows : s->cols;
+}
+
+static clkit_dtype dtype_attention(const op_problem *p, int slot)
+{
+    return attention_is_lse(p, slot) ? CLKIT_F32 : p->dtype;
+}
+
+static ref_attention_dims attention_ref_dims(const op_problem *p)
+{
+    const op_shape *s = &p->shape;
+    ref_attention_dims a = {s->batch, s->depth, s->depth, s->rows, s->rows, s->cols,
+                            (s->flags & OP_CAUSAL) != 0, 1 / sqrt((double)s->cols)};
+    return a;
+}
+
+/* The f32 error of tests/test_attention.c, a fraction of the largest output: a sum of many
+   terms rounds relative to its largest. */
+static void attention_tol(const double *want, int64_t n, double *tol)
+{
+    double top = 0;
+    for (int64_t i = 0; i < n; i++) top = fmax(top, fabs(want[i]));
+    for (int64_t i = 0; i < n; i++) tol[i] += ATTN_F32_ARITH * top;
+}
+
+static void want_attention_forward(const op_problem *p, const double *const *in, double *want,
+                                   double *tol)
+{
+    ref_attention_dims a = attention_ref_dims(p);
+    ref_attention_forward(&a, in[ATT_Q], in[ATT_K], in[ATT_V], want, NULL);
+    attention_tol(want, op_numel(p, ATT_O), tol);
+}
+
+/* dq; out of host memory for the dk and dv the reference writes too, want stays 0 and the
+   check fails. */
+static void want_attention_backward(const op_problem *p, const double *const *in, double *want,
+                                    double *tol)
+{
+    ref_attention_dims a = attention_ref_dims(p);
+    size_t bytes = (size_t)op_numel(p, ATT_K) * sizeof(double);
+    double *dk = malloc(bytes), *dv = malloc(bytes);
+    if (dk && dv) {
+        ref_attention_backward(&a, in[ATT_Q], in[ATT_K], in[ATT_V], in[ATT_O], in[ATB_DOUT], want,
+                               dk, dv);
+        attention_tol(want, op_numel(p, ATB_DQ), tol);
+    }
+    free(dk);
+    free(dv);
+}
+
+/* The tutorial's count: two products of 2 B H L^2 D, half of them under the causal mask; the
+   backward 2.5 times that. */
+static double flops_attention_forward(const op_problem *p)
+{
+    const op_shape *s = &p->shape;
+    double f = 4.0 * (double)s->batch * (double)s->depth * (double)s->rows * (double)s->rows *
+               (double)s->cols;
+    return s->flags & OP_CAUSAL ? f / 2 : f;
+}
+
+static double flops_attention_backward(const op_problem *p)
+{
+    return 2.5 * flops_attention_forward(p);
+}
+
+/* The head configurations of TARGETS.md, causal: the tutorial's f32 shape and the f16 one,
+   each with the L of its targets. */
+static const struct {
+    int64_t batch, heads, dim, target_len;
+    clkit_dtype dtype;
+} attention_configs[] = {{32, 4, 128, 1024, CLKIT_F32}, {8, 16, 64, 4096, CLKIT_F16}};
+
+/* A curve against L. Two configurations make no curve: the rows of the one TARGETS.md times
+   in another dtype than the row's (bf16 counts as f16) stay off the plot. */
+static double plot_x_attention(const op_problem *p)
+{
+    const op_shape *s = &p->shape;
+    clkit_dtype t = p->dtype == CLKIT_BF16 ? CLKIT_F16 : p->dtype;
+    for (size_t c = 0; c < sizeof attention_configs / sizeof *attention_configs; c++)
+        if (attention_configs[c].dtype != t && s->batch == attention_configs[c].batch &&
+            s->depth == attention_configs[c].heads && s->cols == attention_configs[c].dim)
+            return NAN;
+    return (double)s->rows;
+}
+
 /* Two shapes of different families make no curve. */
 static double plot_x_none(const op_problem *p)
 {
@@ -474,6 +629,35 @@ static int lce_shapes(int quick, op_shape *out)
     out[0] = (op_shape){.rows = 32768, .cols = 384, .depth = 32768, .target = 1};
     out[1] = (op_shape){.rows = 8192, .cols = 4096, .depth = 128256, .target = 1};
     return 2;
+}
+
+static op_shape attention_shape(int64_t batch, int64_t heads, int64_t len, int64_t dim)
+{
+    return (op_shape){.batch = batch, .depth = heads, .rows = len, .cols = dim,
+                      .flags = OP_CAUSAL};
+}
+
+/* L off every block size, causal; and not causal with B > 1 at another head dim. */
+static const op_shape attention_checks[] = {
+    {.batch = 1, .depth = 2, .rows = 67, .cols = 32, .flags = OP_CAUSAL},
+    {.batch = 2, .depth = 1, .rows = 40, .cols = 64}, {0}};
+
+/* Both configurations, L = 512 i for i = 1 .. 16, whatever the dtype: the shapes do not know
+   it. The targets' first calls at their L. Quick: one small shape. */
+static int attention_shapes(int quick, op_shape *out)
+{
+    int n = 0;
+    if (quick) {
+        out[n++] = attention_shape(1, 2, 256, 64);
+        return n;
+    }
+    for (size_t c = 0; c < sizeof attention_configs / sizeof *attention_configs; c++)
+        for (int64_t len = 512; len <= 8192; len += 512) {
+            out[n] = attention_shape(attention_configs[c].batch, attention_configs[c].heads, len,
+                                     attention_configs[c].dim);
+            out[n++].target = len == attention_configs[c].target_len;
+        }
+    return n;
 }
 
 #define F32_ONLY OP_DT(CLKIT_F32)
@@ -592,6 +776,19 @@ const op_def op_table[] = {
      .checks = lce_checks, .bench_shapes = lce_shapes, .call = call_lce, .reference = want_lce,
      .dims = dims_lce, .slot_dtype = dtype_lce, .range = range_lce, .flops = flops_lce,
      .plot_x = plot_x_none},
+    {.name = "attention", .family = "attention", .nin = 3, .nextra = 1, .planes = 1, .ndim = 4,
+     .dtypes = FLOATS, .lo = -2, .hi = 2, .x_label = "L (sequence length)", .x_is_cols = 1,
+     .checks = attention_checks, .bench_shapes = attention_shapes,
+     .call = call_attention_forward, .reference = want_attention_forward,
+     .dims = dims_attention, .slot_dtype = dtype_attention, .flops = flops_attention_forward,
+     .plot_x = plot_x_attention},
+    {.name = "attention_backward", .family = "attention", .nin = 5, .nextra = 3, .planes = 1,
+     .ndim = 4, .dtypes = FLOATS, .lo = -2, .hi = 2, .x_label = "L (sequence length)",
+     .x_is_cols = 1, .checks = attention_checks, .bench_shapes = attention_shapes,
+     .call = call_attention_backward, .reference = want_attention_backward,
+     .dims = dims_attention, .slot_dtype = dtype_attention,
+     .prepare = prepare_attention_backward, .flops = flops_attention_backward,
+     .plot_x = plot_x_attention},
 };
 const int op_count = sizeof op_table / sizeof *op_table;
 
@@ -699,6 +896,9 @@ void op_shape_text(const op_problem *p, char *buf, size_t n)
         if (s->batch > 1) snprintf(batch, sizeof batch, "x%lld", (long long)s->batch);
         snprintf(buf, n, "%lldx%lldx%lld%s%s", (long long)s->rows, (long long)s->cols,
                  (long long)s->depth, batch, suffix);
+    } else if (p->op->ndim == 4) {
+        snprintf(buf, n, "%lldx%lldx%lldx%lld%s", (long long)s->batch, (long long)s->depth,
+                 (long long)s->rows, (long long)s->cols, s->flags & OP_CAUSAL ? ".causal" : "");
     } else if (p->op->ndim == 1 && !s->transposed) {
         snprintf(buf, n, "%lld", (long long)s->cols);
     } else {

@@ -10,7 +10,7 @@
 #define OP_MAX_SHAPES 128
 #define OP_MAX_PROVIDERS 4
 #define OP_MAX_SLOTS 9  /* tensors of one call: inputs, the output, extras (attention_backward:
-                           q, k, v, dout; dq; o, lse, dk, dv) */
+                           q, k, v, o, dout; dq; lse, dk, dv) */
 
 /* op_shape.flags */
 enum {

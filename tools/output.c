@@ -14,9 +14,9 @@
 /* The measured values of one provider of a row, in CSV column order. Throughput quantiles
    are named for throughput: gbps_p20 is the 20 % quantile of GB/s, so it comes from the 80 %
    one of time. GB/s rate the bandwidth ops, TFLOP/s the ops that count flops (matmul,
-   linear_cross_entropy); the other of the two stays empty. The scratch peak is clkit's device memory for intermediates
-   during a call, in MiB. Newer columns come after the older ones, so that CSV readers by
-   position keep working. */
+   linear_cross_entropy, attention); the other of the two stays empty. The scratch peak is
+   clkit's device memory for intermediates during a call, in MiB. Newer columns come after the
+   older ones, so that CSV readers by position keep working. */
 enum {
     V_MS, V_MS_P20, V_MS_P80, V_GBPS, V_GBPS_P20, V_GBPS_P80, V_COLD, V_WARM,
     V_TFLOPS, V_TFLOPS_P20, V_TFLOPS_P80, V_SCRATCH, V_COUNT,
@@ -91,10 +91,10 @@ out_row out_row_make(const op_problem *p)
 
 /* ---- table ---- */
 
-/* Wide enough for "512x512x512x16.bshared". */
+/* Wide enough for "512x512x512x16.bshared" and "32x4x8192x128.causal". */
 static int shape_width(const out_row *row)
 {
-    return row->op->ndim == 3 ? 24 : 14;
+    return row->op->ndim >= 3 ? 24 : 14;
 }
 
 static void table_header(const out_row *row, const struct clkit_device_props *dev)
