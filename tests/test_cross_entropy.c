@@ -19,55 +19,44 @@ static const clkit_dtype float_dtypes[] = {CLKIT_F32, CLKIT_F16, CLKIT_BF16};
 
 /* ---- layouts ---- */
 
-/* Element (r, c) of a rows x cols matrix at off + r * rs + c * cs of a buffer of total. */
-typedef struct layout {
-    int64_t rs, cs;
-    size_t off, total;
-} layout;
-
-static layout row_major(int64_t rows, int64_t cols, int64_t pad, size_t off)
+static tu_layout row_major(int64_t rows, int64_t cols, int64_t pad, size_t off)
 {
-    layout l = {cols + pad, 1, off, off + (size_t)(rows * (cols + pad))};
+    tu_layout l = {cols + pad, 1, off, off + (size_t)(rows * (cols + pad))};
     return l;
 }
 
-static layout col_major(int64_t rows, int64_t cols, size_t off)
+static tu_layout col_major(int64_t rows, int64_t cols, size_t off)
 {
-    layout l = {1, rows, off, off + (size_t)(rows * cols)};
+    tu_layout l = {1, rows, off, off + (size_t)(rows * cols)};
     return l;
 }
 
 /* A vector of n elements with a stride, as a 1 x n matrix. */
-static layout strided(int64_t n, int64_t stride, size_t off)
+static tu_layout strided(int64_t n, int64_t stride, size_t off)
 {
-    layout l = {0, stride, off, off + (size_t)((n - 1) * stride + 1)};
+    tu_layout l = {0, stride, off, off + (size_t)((n - 1) * stride + 1)};
     return l;
-}
-
-static size_t at(const layout *l, int64_t r, int64_t c)
-{
-    return l->off + (size_t)(r * l->rs + c * l->cs);
 }
 
 /* A device buffer holding vals (rows x cols, row-major) in layout l and FILL elsewhere; *t
    views it (1-D when rows is 0: a vector of cols). */
-static cl_mem put(clkit_context *ctx, clkit_dtype dt, const layout *l, int64_t rows,
+static cl_mem put(clkit_context *ctx, clkit_dtype dt, const tu_layout *l, int64_t rows,
                   int64_t cols, const double *vals, clkit_tensor *t)
 {
     double *buf = malloc(l->total * sizeof *buf);
     ck_assert(buf);
     for (size_t i = 0; i < l->total; i++) buf[i] = FILL;
     for (int64_t r = 0; r < (rows ? rows : 1); r++)
-        for (int64_t c = 0; c < cols; c++) buf[at(l, r, c)] = vals ? vals[r * cols + c] : FILL;
+        for (int64_t c = 0; c < cols; c++) buf[tu_at(l, r, c)] = vals ? vals[r * cols + c] : FILL;
     cl_mem m = tu_buffer(ctx, dt, l->total, buf);
     free(buf);
     int64_t shape[2] = {rows, cols}, strides[2] = {l->rs, l->cs};
-    *t = rows ? tu_view(m, dt, 2, shape, strides, l->off) : tu_view(m, dt, 1, shape + 1, strides + 1, l->off);
+    *t = rows ? tu_view(m, dt, 2, shape, strides, l->offset) : tu_view(m, dt, 1, shape + 1, strides + 1, l->offset);
     return m;
 }
 
 /* Reads the view back into out (row-major) and asserts the rest of the buffer still holds FILL. */
-static void get(clkit_context *ctx, cl_mem m, clkit_dtype dt, const layout *l, int64_t rows,
+static void get(clkit_context *ctx, cl_mem m, clkit_dtype dt, const tu_layout *l, int64_t rows,
                 int64_t cols, double *out, const char *what)
 {
     double *buf = malloc(l->total * sizeof *buf);
@@ -76,8 +65,8 @@ static void get(clkit_context *ctx, cl_mem m, clkit_dtype dt, const layout *l, i
     tu_read(ctx, m, dt, l->total, buf);
     for (int64_t r = 0; r < (rows ? rows : 1); r++)
         for (int64_t c = 0; c < cols; c++) {
-            out[r * cols + c] = buf[at(l, r, c)];
-            in_view[at(l, r, c)] = 1;
+            out[r * cols + c] = buf[tu_at(l, r, c)];
+            in_view[tu_at(l, r, c)] = 1;
         }
     for (size_t i = 0; i < l->total; i++)
         if (!in_view[i] && buf[i] != FILL)
@@ -119,7 +108,7 @@ typedef struct ce_case {
     int64_t t, v;
     clkit_cross_entropy_options o;
     bool zloss, grad, in_place;
-    layout lx, ld;               /* logits and dlogits */
+    tu_layout lx, ld;               /* logits and dlogits */
     int64_t y_stride, l_stride; /* targets; loss and z_loss */
 } ce_case;
 
@@ -160,7 +149,7 @@ static void ce_check(clkit_context *ctx, const ce_case *c, const double *x, cons
     int64_t count = ref_cross_entropy(q, y, c->t, c->v, &c->o, l_want, z_want, g_want);
 
     clkit_tensor tx, ty, tl, tz, td;
-    layout ly = strided(c->t, c->y_stride, 1), ll = strided(nl, c->l_stride, 2);
+    tu_layout ly = strided(c->t, c->y_stride, 1), ll = strided(nl, c->l_stride, 2);
     cl_mem bx = put(ctx, c->dt, &c->lx, c->t, c->v, q, &tx);
     cl_mem by = put(ctx, c->tdt, &ly, 0, c->t, yd, &ty);
     cl_mem bl = put(ctx, CLKIT_F32, &ll, 0, nl, NULL, &tl);
@@ -631,7 +620,7 @@ typedef struct lce_case {
     int64_t t, d, v;
     clkit_cross_entropy_options o;
     bool bias, zloss, dx, dw, db;
-    layout lx, lw, ldx, ldw; /* x, weight, dx, dweight */
+    tu_layout lx, lw, ldx, ldw; /* x, weight, dx, dweight */
     int64_t b_stride, db_stride;
     const char *chunk; /* CLKIT_LCE_CHUNK for the call; NULL: the default rule */
 } lce_case;
@@ -683,8 +672,8 @@ static void lce_check(clkit_context *ctx, const lce_case *c, const char *what)
     ref_linear_cross_entropy(x, w, c->bias ? b : NULL, y, t, v, d, &c->o, l_want, z_want, &rg);
 
     clkit_tensor tx, tw, tb, ty, tl, tz, tdx, tdw, tdb;
-    layout lb = strided(v, c->b_stride, 1), ldb = strided(v, c->db_stride, 2);
-    layout ly = strided(t, 1, 0), ll = strided(nl, 1, 1);
+    tu_layout lb = strided(v, c->b_stride, 1), ldb = strided(v, c->db_stride, 2);
+    tu_layout ly = strided(t, 1, 0), ll = strided(nl, 1, 1);
     cl_mem bx = put(ctx, c->dt, &c->lx, t, d, x, &tx), bw = put(ctx, c->dt, &c->lw, v, d, w, &tw);
     cl_mem bb = put(ctx, c->dt, &lb, 0, v, b, &tb), by = put(ctx, CLKIT_I64, &ly, 0, t, yd, &ty);
     cl_mem bl = put(ctx, CLKIT_F32, &ll, 0, nl, NULL, &tl), bz = put(ctx, CLKIT_F32, &ll, 0, nl, NULL, &tz);
@@ -704,13 +693,13 @@ static void lce_check(clkit_context *ctx, const lce_case *c, const char *what)
     get(ctx, bz, CLKIT_F32, &ll, 0, nl, l_got, name);
     if (c->zloss) tu_assert_close(l_got, z_want, (size_t)nl, 2e-6, 2e-5, name);
     /* Outputs not asked for keep FILL: get() checks the whole buffer then. */
-    get(ctx, bdx, c->dt, c->dx ? &c->ldx : &(layout){0, 1, 0, c->ldx.total}, c->dx ? t : 1,
+    get(ctx, bdx, c->dt, c->dx ? &c->ldx : &(tu_layout){0, 1, 0, c->ldx.total}, c->dx ? t : 1,
         c->dx ? d : 0, got, name);
     if (c->dx) lce_compare(got, rg.dx, rg.dx_abs, td, c->dt, v, "dx", name);
-    get(ctx, bdw, c->dt, c->dw ? &c->ldw : &(layout){0, 1, 0, c->ldw.total}, c->dw ? v : 1,
+    get(ctx, bdw, c->dt, c->dw ? &c->ldw : &(tu_layout){0, 1, 0, c->ldw.total}, c->dw ? v : 1,
         c->dw ? d : 0, got, name);
     if (c->dw) lce_compare(got, rg.dw, rg.dw_abs, vd, c->dt, t, "dweight", name);
-    get(ctx, bdb, c->dt, c->db ? &ldb : &(layout){0, 1, 0, ldb.total}, 0, c->db ? v : 0, got, name);
+    get(ctx, bdb, c->dt, c->db ? &ldb : &(tu_layout){0, 1, 0, ldb.total}, 0, c->db ? v : 0, got, name);
     if (c->db) lce_compare(got, rg.db, rg.db_abs, (size_t)v, c->dt, t, "dbias", name);
     cl_mem all[] = {bx, bw, bb, by, bl, bz, bdx, bdw, bdb};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);

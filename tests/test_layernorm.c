@@ -16,27 +16,10 @@ enum { HAS_W = 1, HAS_B = 2, HAS_MEAN = 4, HAS_RSTD = 8, HAS_DW = 16, HAS_DB = 3
 #define F32_ARITH 2e-5
 #define F32_MEAN 2e-6
 
-/* An (m, n) layout, or a length-n one (rs unused), inside a buffer of `total` elements. */
-typedef struct layout {
-    int64_t rs, cs;
-    size_t offset, total;
-} layout;
-
-static layout dense(int64_t m, int64_t n)
-{
-    layout l = {n, 1, 0, (size_t)(m * n)};
-    return l;
-}
-
-static size_t at(const layout *l, int64_t r, int64_t c)
-{
-    return l->offset + (size_t)(r * l->rs + c * l->cs);
-}
-
 typedef struct ln_case {
     clkit_dtype dt;
     int64_t m, n;
-    layout x, y, dy, dx, w, b, dw, db, mean, rstd; /* w..rstd: one row (r = 0) */
+    tu_layout x, y, dy, dx, w, b, dw, db, mean, rstd; /* w..rstd: one row (r = 0) */
     unsigned has;
     int in_place; /* y is x and dx is dy */
     double x_lo, x_hi;
@@ -48,9 +31,9 @@ static ln_case make_case(clkit_dtype dt, int64_t m, int64_t n, const char *what)
     ln_case c;
     memset(&c, 0, sizeof c);
     c.dt = dt, c.m = m, c.n = n, c.what = what;
-    c.x = c.y = c.dy = c.dx = dense(m, n);
-    c.w = c.b = c.dw = c.db = dense(1, n);
-    c.mean = c.rstd = dense(1, m);
+    c.x = c.y = c.dy = c.dx = tu_dense(m, n);
+    c.w = c.b = c.dw = c.db = tu_dense(1, n);
+    c.mean = c.rstd = tu_dense(1, m);
     c.has = ALL;
     c.x_lo = -4, c.x_hi = 6;
     return c;
@@ -70,16 +53,16 @@ static double *values(size_t n)
 }
 
 /* A buffer image of `l` holding vals (m x n, row-major) with `fill` elsewhere. */
-static double *image(const layout *l, int64_t m, int64_t n, const double *vals, double fill)
+static double *image(const tu_layout *l, int64_t m, int64_t n, const double *vals, double fill)
 {
     double *img = values(l->total);
     for (size_t i = 0; i < l->total; i++) img[i] = fill;
     for (int64_t r = 0; vals && r < m; r++)
-        for (int64_t c = 0; c < n; c++) img[at(l, r, c)] = vals[r * n + c];
+        for (int64_t c = 0; c < n; c++) img[tu_at(l, r, c)] = vals[r * n + c];
     return img;
 }
 
-static cl_mem upload(clkit_context *ctx, clkit_dtype dt, const layout *l, int64_t m, int64_t n,
+static cl_mem upload(clkit_context *ctx, clkit_dtype dt, const tu_layout *l, int64_t m, int64_t n,
                      const double *vals)
 {
     double *img = image(l, m, n, vals, 0.5);
@@ -88,13 +71,13 @@ static cl_mem upload(clkit_context *ctx, clkit_dtype dt, const layout *l, int64_
     return b;
 }
 
-static clkit_tensor view(cl_mem buf, clkit_dtype dt, const layout *l, int64_t m, int64_t n)
+static clkit_tensor view(cl_mem buf, clkit_dtype dt, const tu_layout *l, int64_t m, int64_t n)
 {
     int64_t shape[2] = {m, n}, strides[2] = {l->rs, l->cs};
     return tu_view(buf, dt, 2, shape, strides, l->offset);
 }
 
-static clkit_tensor line(cl_mem buf, clkit_dtype dt, const layout *l, int64_t n)
+static clkit_tensor line(cl_mem buf, clkit_dtype dt, const tu_layout *l, int64_t n)
 {
     int64_t shape[1] = {n}, strides[1] = {l->cs};
     return tu_view(buf, dt, 1, shape, strides, l->offset);
@@ -109,7 +92,7 @@ static double *random_values(size_t n, clkit_dtype dt, double lo, double hi, uin
 
 /* Reads the (m, n) view `l` of buf: the values into out (row-major), and asserts that every
    element outside the view still holds what `before` (the buffer image) had. */
-static void read_view(clkit_context *ctx, cl_mem buf, clkit_dtype dt, const layout *l, int64_t m,
+static void read_view(clkit_context *ctx, cl_mem buf, clkit_dtype dt, const tu_layout *l, int64_t m,
                       int64_t n, const double *before, double *out, const char *name,
                       const ln_case *c)
 {
@@ -118,8 +101,8 @@ static void read_view(clkit_context *ctx, cl_mem buf, clkit_dtype dt, const layo
     memcpy(outside, before, l->total * sizeof *outside);
     for (int64_t r = 0; r < m; r++)
         for (int64_t k = 0; k < n; k++) {
-            out[r * n + k] = got[at(l, r, k)];
-            outside[at(l, r, k)] = got[at(l, r, k)];
+            out[r * n + k] = got[tu_at(l, r, k)];
+            outside[tu_at(l, r, k)] = got[tu_at(l, r, k)];
         }
     ck_assert_msg(memcmp(outside, got, l->total * sizeof *got) == 0,
                   "%s %s %lldx%lld: wrote outside %s", c->what, clkit_dtype_name(c->dt),
@@ -363,26 +346,26 @@ START_TEST(strided_rows)
         for (size_t i = 0; i < sizeof ns / sizeof *ns; i++) {
             int64_t n = ns[i], m = n > 2000 ? 3 : 6, pad = n + 16 - n % 8;
             ln_case c = make_case(float_dtypes[d], m, n, "phase");
-            layout phased = {pad, 1, 3, (size_t)(3 + m * pad)};
+            tu_layout phased = {pad, 1, 3, (size_t)(3 + m * pad)};
             c.x = c.y = c.dy = c.dx = phased;
             c.w.offset = c.b.offset = 3, c.w.total = c.b.total = (size_t)n + 3;
             run_case(ctx, &c);
 
             c.what = "padded";
-            c.w = c.b = dense(1, n);
-            layout lx = {n + 3, 1, 5, (size_t)(5 + m * (n + 3))};
-            layout ly = {n + 1, 1, 2, (size_t)(2 + m * (n + 1))};
+            c.w = c.b = tu_dense(1, n);
+            tu_layout lx = {n + 3, 1, 5, (size_t)(5 + m * (n + 3))};
+            tu_layout ly = {n + 1, 1, 2, (size_t)(2 + m * (n + 1))};
             c.x = c.dx = lx, c.y = c.dy = ly;
             run_case(ctx, &c);
 
             c.what = "transposed";
-            layout lt = {1, m, 0, (size_t)(m * n)}, l2 = {2 * n, 2, 1, (size_t)(2 * m * n + 1)};
+            tu_layout lt = {1, m, 0, (size_t)(m * n)}, l2 = {2 * n, 2, 1, (size_t)(2 * m * n + 1)};
             c.x = c.dy = lt, c.y = c.dx = l2;
             run_case(ctx, &c);
 
             c.what = "negative row stride";
-            layout lr = {-(n + 2), 1, (size_t)((m - 1) * (n + 2)) + 1, (size_t)(m * (n + 2))};
-            c.x = c.dx = lr, c.y = c.dy = dense(m, n);
+            tu_layout lr = {-(n + 2), 1, (size_t)((m - 1) * (n + 2)) + 1, (size_t)(m * (n + 2))};
+            c.x = c.dx = lr, c.y = c.dy = tu_dense(m, n);
             run_case(ctx, &c);
         }
     clkit_context_release(ctx);

@@ -13,28 +13,11 @@ static const clkit_dtype float_dtypes[] = {CLKIT_F32, CLKIT_F16, CLKIT_BF16};
    covers f16's subnormal spacing (2^-24) for the tiny outputs of long rows. */
 static double atol_for(clkit_dtype dt) { return dt == CLKIT_F16 ? 6e-8 : 1e-9; }
 
-/* A strided (m, n) layout inside a buffer of `total` elements. */
-typedef struct view2 {
-    int64_t rs, cs;
-    size_t offset, total;
-} view2;
-
-static view2 contiguous(int64_t m, int64_t n)
-{
-    view2 v = {n, 1, 0, (size_t)(m * n)};
-    return v;
-}
-
-static size_t at(const view2 *v, int64_t r, int64_t c)
-{
-    return v->offset + (size_t)(r * v->rs + c * v->cs);
-}
-
 /* Runs softmax of x (m x n values, row-major) from layout vx into layout vo and checks every
    element against the reference; elements of the output buffer outside the view must keep
    their sentinel. */
 static void check(clkit_context *ctx, clkit_dtype dt, int64_t m, int64_t n, const double *x,
-                  const view2 *vx, const view2 *vo, const char *what)
+                  const tu_layout *vx, const tu_layout *vo, const char *what)
 {
     double *xs = malloc(vx->total * sizeof *xs), *got = malloc(vo->total * sizeof *got);
     double *sentinel = malloc(vo->total * sizeof *sentinel);
@@ -44,7 +27,7 @@ static void check(clkit_context *ctx, clkit_dtype dt, int64_t m, int64_t n, cons
     for (int64_t r = 0; r < m; r++)
         for (int64_t c = 0; c < n; c++) {
             q[r * n + c] = tu_quantize(dt, x[r * n + c]);
-            xs[at(vx, r, c)] = q[r * n + c];
+            xs[tu_at(vx, r, c)] = q[r * n + c];
         }
     ref_softmax(q, want, m, n);
     cl_mem bx = tu_buffer(ctx, dt, vx->total, xs), bo = tu_buffer(ctx, dt, vo->total, NULL);
@@ -57,7 +40,7 @@ static void check(clkit_context *ctx, clkit_dtype dt, int64_t m, int64_t n, cons
     /* One assertion per call: Check reports every assertion to its parent process. */
     for (int64_t r = 0; r < m; r++)
         for (int64_t c = 0; c < n; c++) {
-            size_t i = at(vo, r, c);
+            size_t i = tu_at(vo, r, c);
             double g = got[i], w = want[r * n + c];
             if (!tu_close(g, w, atol_for(dt), tu_rtol(dt)))
                 ck_abort_msg("%s %s %lldx%lld: [%lld, %lld] is %.9g, expected %.9g", what,
@@ -74,7 +57,7 @@ static void check(clkit_context *ctx, clkit_dtype dt, int64_t m, int64_t n, cons
 }
 
 static void check_random(clkit_context *ctx, clkit_dtype dt, int64_t m, int64_t n,
-                         const view2 *vx, const view2 *vo, const char *what)
+                         const tu_layout *vx, const tu_layout *vo, const char *what)
 {
     double *x = malloc((size_t)(m * n) * sizeof *x);
     ck_assert(x);
@@ -94,7 +77,7 @@ START_TEST(row_lengths)
     for (size_t d = 0; d < 3; d++)
         for (size_t i = 0; i < sizeof ns / sizeof *ns; i++) {
             int64_t n = ns[i], m = n >= 32768 ? 2 + (n == 32768) : ms[(i + d) % 5];
-            view2 v = contiguous(m, n);
+            tu_layout v = tu_dense(m, n);
             check_random(ctx, float_dtypes[d], m, n, &v, &v, "contiguous");
         }
     clkit_context_release(ctx);
@@ -107,7 +90,7 @@ START_TEST(many_rows)
     clkit_context *ctx = tu_ctx();
     static const int64_t ns[] = {3, 40, 300};
     for (size_t i = 0; i < 3; i++) {
-        view2 v = contiguous(1000, ns[i]);
+        tu_layout v = tu_dense(1000, ns[i]);
         check_random(ctx, CLKIT_F32, 1000, ns[i], &v, &v, "many rows");
     }
     clkit_context_release(ctx);
@@ -123,14 +106,14 @@ START_TEST(padded_rows)
     for (size_t d = 0; d < 3; d++)
         for (size_t i = 0; i < sizeof ns / sizeof *ns; i++) {
             int64_t n = ns[i], m = n > 10000 ? 2 : 7;
-            view2 vx = {n + 3, 1, 5, 0}, vo = {n + 11, 1, 1, 0};
+            tu_layout vx = {n + 3, 1, 5, 0}, vo = {n + 11, 1, 1, 0};
             vx.total = vx.offset + (size_t)(m * vx.rs) + 2;
             vo.total = vo.offset + (size_t)(m * vo.rs);
             check_random(ctx, float_dtypes[d], m, n, &vx, &vo, "padded");
-            view2 va = {n + 8 - n % 8, 1, 8, 0};
+            tu_layout va = {n + 8 - n % 8, 1, 8, 0};
             va.total = va.offset + (size_t)(m * va.rs);
             check_random(ctx, float_dtypes[d], m, n, &va, &va, "aligned padded");
-            view2 vr = {-(n + 1), 1, (size_t)((m - 1) * (n + 1)) + 1, 0};
+            tu_layout vr = {-(n + 1), 1, (size_t)((m - 1) * (n + 1)) + 1, 0};
             vr.total = vr.offset + (size_t)n + 1;
             check_random(ctx, float_dtypes[d], m, n, &vr, &vx, "negative row stride");
         }
@@ -146,7 +129,7 @@ START_TEST(column_stride)
     for (size_t d = 0; d < 3; d++)
         for (size_t i = 0; i < sizeof ns / sizeof *ns; i++) {
             int64_t n = ns[i], m = n > 10000 ? 2 : 5;
-            view2 vt = {1, m, 0, (size_t)(m * n)}, vo = {2 * n, 2, 1, (size_t)(2 * m * n + 1)};
+            tu_layout vt = {1, m, 0, (size_t)(m * n)}, vo = {2 * n, 2, 1, (size_t)(2 * m * n + 1)};
             check_random(ctx, float_dtypes[d], m, n, &vt, &vo, "column stride");
         }
     clkit_context_release(ctx);
@@ -200,7 +183,7 @@ static void special_rows(clkit_context *ctx, clkit_dtype dt, int64_t n)
     x[5 * n + n - 1] = big;
     x[5 * n] = -big;
     x[7 * n + n / 3] = -INFINITY;
-    view2 v = contiguous(m, n);
+    tu_layout v = tu_dense(m, n);
     check(ctx, dt, m, n, x, &v, &v, "special values");
     free(x);
 }

@@ -36,6 +36,24 @@ void tu_guard_end(tu_guard *g);
 /* A strided tensor over buf: strides in elements, offset in elements. */
 clkit_tensor tu_view(cl_mem buf, clkit_dtype dtype, int ndim, const int64_t *shape,
                      const int64_t *strides, size_t offset_elems);
+/* A strided (m, n) layout, or a length-n one (rs unused), inside a buffer of `total`
+   elements: element (r, c) lies at offset + r rs + c cs. */
+typedef struct tu_layout {
+    int64_t rs, cs;
+    size_t offset, total;
+} tu_layout;
+
+static inline tu_layout tu_dense(int64_t m, int64_t n)
+{
+    tu_layout l = {n, 1, 0, (size_t)(m * n)};
+    return l;
+}
+
+static inline size_t tu_at(const tu_layout *l, int64_t r, int64_t c)
+{
+    return l->offset + (size_t)(r * l->rs + c * l->cs);
+}
+
 /* A test case with a timeout that suits first-time kernel builds on PoCL. */
 TCase *tu_tcase(const char *name);
 /* Runs the suite and returns the process exit status. */
