@@ -95,6 +95,21 @@ __kernel __attribute__((reqd_work_group_size(TILE, TILE, 1))) void matmul_tiled(
 #if defined(BLOCK_M)
 /* Private arrays passed by pointer must stay in registers: force the helpers inline. */
 #define INLINE inline __attribute__((always_inline))
+
+/* Triton's grouped ordering: GROUP_M rows of tiles are swept column by column, so the
+   work-groups in flight reuse the same A rows and B columns from L2. */
+inline int2 tile_coords(int pid, int M, int N)
+{
+    int num_m = (M + BLOCK_M - 1) / BLOCK_M, num_n = (N + BLOCK_N - 1) / BLOCK_N;
+    int in_group = GROUP_M * num_n;
+    int first_m = (pid / in_group) * GROUP_M;
+    int size_m = min(num_m - first_m, GROUP_M);
+    return (int2)(first_m + (pid % in_group) % size_m, (pid % in_group) / size_m);
+}
+
+#endif
+
+#if defined(THREAD_M)
 #define WG ((BLOCK_M / THREAD_M) * (BLOCK_N / THREAD_N))
 #define TN_THREADS (BLOCK_N / THREAD_N)
 /* Local rows are padded by 4 floats: transposed stores spread over banks and float4 reads
@@ -271,17 +286,6 @@ INLINE void multiply(__local const float *As, __local const float *Bs, int tm, i
     }
 }
 
-/* Triton's grouped ordering: GROUP_M rows of tiles are swept column by column, so the
-   work-groups in flight reuse the same A rows and B columns from L2. */
-inline int2 tile_coords(int pid, int M, int N)
-{
-    int num_m = (M + BLOCK_M - 1) / BLOCK_M, num_n = (N + BLOCK_N - 1) / BLOCK_N;
-    int in_group = GROUP_M * num_n;
-    int first_m = (pid / in_group) * GROUP_M;
-    int size_m = min(num_m - first_m, GROUP_M);
-    return (int2)(first_m + (pid % in_group) % size_m, (pid % in_group) / size_m);
-}
-
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void matmul_blocked(OPERANDS)
 {
     /* float4-typed so the float4 reads in multiply() are aligned. */
@@ -388,5 +392,194 @@ __kernel __attribute__((reqd_work_group_size(SK_WG, 1, 1))) void matmul_skinny(O
         for (int l = 0; l < SK_K; l++) sum += partial[(l * SK_M + i) * SK_W + col];
         epilogue(C, m * c_sm + n * c_sn, sum, alpha, beta, act, slope);
     }
+}
+#endif
+
+#if defined(WARPS_M)
+/* matmul_mma: NVIDIA tensor cores (sm_80+), f16 or bf16 operands, f32 accumulators.
+   WARPS_M x WARPS_N warps share a BLOCK_M x BLOCK_N tile; each warp owns a
+   (BLOCK_M / WARPS_M) x (BLOCK_N / WARPS_N) piece as 16 x 8 mma tiles held in registers.
+   K is walked in BLOCK_K slices through a ring of STAGES local buffers filled by cp.async:
+   while the warps multiply slice k, the copies of slices k + 1 .. k + STAGES - 1 are in
+   flight, so the load latency hides behind the tensor cores with no staging registers, and
+   one barrier per slice both publishes a slice and frees the buffer the next copy refills.
+   Operands stay in their own layout: the host proves that one dimension is contiguous and
+   every 8-element chunk 16-byte aligned (A_KMAJOR: k contiguous; B_NMAJOR: n contiguous),
+   and ldmatrix.trans turns the other layouts into fragments. Edges are zero-filled by the
+   copies, so the multiply needs no masks; only the epilogue tests bounds. */
+#include "nv_mma.h"
+
+#define MMA_WG (WARPS_M * WARPS_N * 32)
+#define WARP_M (BLOCK_M / WARPS_M)
+#define WARP_N (BLOCK_N / WARPS_N)
+#define FRAG_M (WARP_M / 16)
+#define FRAG_N (WARP_N / 8)
+/* Local tiles are [outer][inner], inner the operand's contiguous dimension, in 16-byte
+   chunks of 8 elements. */
+#if A_KMAJOR
+#define A_ROWS BLOCK_M
+#define A_CHUNKS (BLOCK_K / 8)
+#else
+#define A_ROWS BLOCK_K
+#define A_CHUNKS (BLOCK_M / 8)
+#endif
+#if B_NMAJOR
+#define B_ROWS BLOCK_K
+#define B_CHUNKS (BLOCK_N / 8)
+#else
+#define B_ROWS BLOCK_N
+#define B_CHUNKS (BLOCK_K / 8)
+#endif
+#define A_STAGE_BYTES (BLOCK_M * BLOCK_K * 2)
+#define B_STAGE_BYTES (BLOCK_N * BLOCK_K * 2)
+#if defined(MMA_BF16)
+#define MMA nv_mma_bf16
+#else
+#define MMA nv_mma_f16
+#endif
+
+/* One chunk copy: the chunk starts `offset` elements past `base`, `in_row` elements of its
+   row remain from there, and the row exists when row_ok; the rest is zero-filled (and an
+   absent chunk points at base, which is never read). */
+INLINE void copy_chunk(__local uchar *tile, int row, int chunk, int chunks,
+                       __global const ushort *base, long offset, int row_ok, int in_row)
+{
+    int n = row_ok ? clamp(in_row, 0, 8) : 0;
+    nv_cp_async16(tile + nv_swizzle(row, chunk, chunks), base + (n ? offset : 0), (uint)n * 2u);
+}
+
+/* The A slice at (m0, k0) of this tile -> one stage, m_left and k_left counted from there. */
+INLINE void copy_a(__local uchar *tile, __global const ushort *A, long a_sm, long a_sk,
+                   int m_left, int k_left, int tid)
+{
+    #pragma unroll
+    for (int i = 0; i < A_ROWS * A_CHUNKS / MMA_WG; i++) {
+        int e = i * MMA_WG + tid, row = e / A_CHUNKS, chunk = e % A_CHUNKS;
+#if A_KMAJOR
+        copy_chunk(tile, row, chunk, A_CHUNKS, A, row * a_sm + chunk * 8, row < m_left, k_left - chunk * 8);
+#else
+        copy_chunk(tile, row, chunk, A_CHUNKS, A, row * a_sk + chunk * 8, row < k_left, m_left - chunk * 8);
+#endif
+    }
+}
+
+INLINE void copy_b(__local uchar *tile, __global const ushort *B, long b_sk, long b_sn,
+                   int k_left, int n_left, int tid)
+{
+    #pragma unroll
+    for (int i = 0; i < B_ROWS * B_CHUNKS / MMA_WG; i++) {
+        int e = i * MMA_WG + tid, row = e / B_CHUNKS, chunk = e % B_CHUNKS;
+#if B_NMAJOR
+        copy_chunk(tile, row, chunk, B_CHUNKS, B, row * b_sk + chunk * 8, row < k_left, n_left - chunk * 8);
+#else
+        copy_chunk(tile, row, chunk, B_CHUNKS, B, row * b_sn + chunk * 8, row < n_left, k_left - chunk * 8);
+#endif
+    }
+}
+
+/* The warp's A fragments of rows wm .. wm + WARP_M at k offset kk: four 8 x 8 matrices per
+   16 x 16 tile, (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15). */
+INLINE void load_a_frags(__local const uchar *tile, int wm, int kk, int lane, uint af[FRAG_M][4])
+{
+    int q = lane / 8, r = lane % 8;
+    #pragma unroll
+    for (int i = 0; i < FRAG_M; i++) {
+        int m = wm + i * 16;
+#if A_KMAJOR
+        nv_ldmatrix_x4(af[i], tile + nv_swizzle(m + (q % 2) * 8 + r, kk / 8 + q / 2, A_CHUNKS));
+#else
+        nv_ldmatrix_x4_trans(af[i], tile + nv_swizzle(kk + (q / 2) * 8 + r, m / 8 + q % 2, A_CHUNKS));
+#endif
+    }
+}
+
+/* B fragments of columns wn .. wn + WARP_N, two 16 x 8 tiles per ldmatrix: matrices
+   (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15). */
+INLINE void load_b_frags(__local const uchar *tile, int wn, int kk, int lane, uint bf[FRAG_N][2])
+{
+    int q = lane / 8, r = lane % 8;
+    #pragma unroll
+    for (int j = 0; j < FRAG_N; j += 2) {
+        int n = wn + j * 8;
+        uint f[4];
+#if B_NMAJOR
+        nv_ldmatrix_x4_trans(f, tile + nv_swizzle(kk + (q % 2) * 8 + r, n / 8 + q / 2, B_CHUNKS));
+#else
+        nv_ldmatrix_x4(f, tile + nv_swizzle(n + (q / 2) * 8 + r, kk / 8 + q % 2, B_CHUNKS));
+#endif
+        bf[j][0] = f[0], bf[j][1] = f[1], bf[j + 1][0] = f[2], bf[j + 1][1] = f[3];
+    }
+}
+
+INLINE void multiply_stage(__local const uchar *as, __local const uchar *bs, int wm, int wn,
+                           int lane, float acc[FRAG_M][FRAG_N][4])
+{
+    #pragma unroll
+    for (int kk = 0; kk < BLOCK_K; kk += 16) {
+        uint af[FRAG_M][4], bf[FRAG_N][2];
+        load_a_frags(as, wm, kk, lane, af);
+        load_b_frags(bs, wn, kk, lane, bf);
+        #pragma unroll
+        for (int i = 0; i < FRAG_M; i++)
+            #pragma unroll
+            for (int j = 0; j < FRAG_N; j++) MMA(acc[i][j], af[i], bf[j]);
+    }
+}
+
+__kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void matmul_mma(OPERANDS)
+{
+    __local uint4 a_ring[STAGES * A_STAGE_BYTES / 16], b_ring[STAGES * B_STAGE_BYTES / 16];
+    __local uchar *as = (__local uchar *)a_ring, *bs = (__local uchar *)b_ring;
+    long batch = get_group_id(1);
+    int2 tile = tile_coords(get_group_id(0), M, N);
+    int tid = get_local_id(0), lane = tid % 32, warp = tid / 32;
+    int wm = (warp / WARPS_N) * WARP_M, wn = (warp % WARPS_N) * WARP_N;
+    __global const ushort *a = (__global const ushort *)(A + a_off + batch * a_sb) + (long)tile.x * BLOCK_M * a_sm;
+    __global const ushort *b = (__global const ushort *)(B + b_off + batch * b_sb) + (long)tile.y * BLOCK_N * b_sn;
+    int m_left = M - tile.x * BLOCK_M, n_left = N - tile.y * BLOCK_N;
+    int slices = (K + BLOCK_K - 1) / BLOCK_K;
+
+    float acc[FRAG_M][FRAG_N][4];
+    #pragma unroll
+    for (int i = 0; i < FRAG_M; i++)
+        #pragma unroll
+        for (int j = 0; j < FRAG_N; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f;
+
+    /* Every iteration commits one group, empty past the last slice, so that waiting for
+       "at most STAGES - 2 in flight" always means the slice about to be used has landed. */
+    #pragma unroll
+    for (int s = 0; s < STAGES - 1; s++) {
+        if (s < slices) {
+            int k0 = s * BLOCK_K;
+            copy_a(as + s * A_STAGE_BYTES, a + k0 * a_sk, a_sm, a_sk, m_left, K - k0, tid);
+            copy_b(bs + s * B_STAGE_BYTES, b + k0 * b_sk, b_sk, b_sn, K - k0, n_left, tid);
+        }
+        nv_cp_async_commit();
+    }
+    for (int kt = 0; kt < slices; kt++) {
+        NV_CP_ASYNC_WAIT(STAGES - 2);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        int next = kt + STAGES - 1;
+        if (next < slices) {
+            int k0 = next * BLOCK_K, slot = next % STAGES;
+            copy_a(as + slot * A_STAGE_BYTES, a + k0 * a_sk, a_sm, a_sk, m_left, K - k0, tid);
+            copy_b(bs + slot * B_STAGE_BYTES, b + k0 * b_sk, b_sk, b_sn, K - k0, n_left, tid);
+        }
+        nv_cp_async_commit();
+        int cur = kt % STAGES;
+        multiply_stage(as + cur * A_STAGE_BYTES, bs + cur * B_STAGE_BYTES, wm, wn, lane, acc);
+    }
+
+    C += c_off + batch * c_sb;
+    int m0 = tile.x * BLOCK_M + wm + lane / 4, n0 = tile.y * BLOCK_N + wn + (lane % 4) * 2;
+    #pragma unroll
+    for (int i = 0; i < FRAG_M; i++)
+        #pragma unroll
+        for (int j = 0; j < FRAG_N; j++)
+            #pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int m = m0 + i * 16 + (e / 2) * 8, n = n0 + j * 8 + e % 2;
+                if (m < M && n < N) epilogue(C, (long)m * c_sm + (long)n * c_sn, acc[i][j][e], alpha, beta, act, slope);
+            }
 }
 #endif

@@ -239,6 +239,8 @@ static void query_vendor_props(cl_device_id d, struct clkit_device_props *p, con
         if (clGetDeviceInfo(d, NV_CC_MINOR, sizeof v, &v, NULL) == CL_SUCCESS) p->nv_cc_minor = (int)v;
         if (clGetDeviceInfo(d, NV_REGISTERS, sizeof v, &v, NULL) == CL_SUCCESS) p->registers = v;
         if (clGetDeviceInfo(d, NV_WARP, sizeof v, &v, NULL) == CL_SUCCESS && v) p->warp = v;
+        const char *tc = getenv("CLKIT_TENSOR_CORES");
+        p->tensor_cores = p->nv_cc_major >= 8 && !(tc && strcmp(tc, "0") == 0);
     }
     if (strstr(extensions, "cl_amd_device_attribute_query") && p->is_gpu) {
         cl_uint v = 0;

@@ -23,6 +23,7 @@ struct clkit_context {
     bool recording;           /* between clkit_profile_begin and _end */
     cl_event first_event, last_event;
     uint64_t scratch_now, scratch_peak;  /* bytes of scratch buffers held by ops */
+    bool fast_path_failed;    /* a tensor-core program failed to build: portable from now on */
     char error[8192];
 };
 

@@ -78,6 +78,8 @@ struct clkit_device_props {
     unsigned warp;               /* warp / wavefront width; 1 when unknown (CPU) */
     unsigned registers;          /* 32-bit registers per block, 0 when unknown */
     int nv_cc_major, nv_cc_minor;  /* 0 when not NVIDIA */
+    int tensor_cores;            /* NVIDIA sm_80+ with the mma.sync fast paths on
+                                    (CLKIT_TENSOR_CORES=0 turns them off) */
     char amd_gfx[32];            /* "gfx90a", "" when not AMD */
     unsigned simd_per_cu;        /* AMD; 0 when unknown */
     int fp16, fp64, subgroups;
@@ -149,7 +151,8 @@ typedef struct clkit_matmul_options {
     float leaky_slope;            /* negative slope of leaky_relu */
     clkit_provider provider;
     /* Overrides the cache and the heuristic, e.g. "KERNEL=2,BLOCK_M=64,BLOCK_N=64,BLOCK_K=8,
-       THREAD_M=4,THREAD_N=4,GROUP_M=8" (KERNEL 0 naive, 1 tiled, 2 register-blocked). */
+       THREAD_M=4,THREAD_N=4,GROUP_M=8" (KERNEL 0 naive, 1 tiled, 2 register-blocked,
+       3 skinny, 4 tensor cores: BLOCK_M, BLOCK_N, BLOCK_K, WARPS_M, WARPS_N, STAGES, GROUP_M). */
     const char *config;
 } clkit_matmul_options;
 
@@ -159,7 +162,10 @@ clkit_matmul_options clkit_matmul_defaults(void);
 /* C = act(alpha * A @ B + beta * C): A (M, K), B (K, N), C (M, N), any strides (transposed
    views need no copy); 3-D tensors add a leading batch dimension, a batch stride of 0 (or a
    2-D operand) broadcasting. Inputs f32, f16 or bf16 (A and B alike), f32 accumulation; C is
-   f32, or for f16/bf16 inputs any of f32, f16, bf16. opt NULL: the defaults. */
+   f32, or for f16/bf16 inputs any of f32, f16, bf16. opt NULL: the defaults.
+   On NVIDIA GPUs of compute capability 8.0 and later, f16/bf16 operands go through the tensor
+   cores (mma.sync) when each has a unit-stride dimension and its other strides and offset are
+   multiples of 8 elements; other operands, and every other device, take the portable kernels. */
 clkit_status clkit_matmul(clkit_context *ctx, const clkit_tensor *a, const clkit_tensor *b,
                           const clkit_tensor *c, const clkit_matmul_options *opt);
 

@@ -18,13 +18,16 @@ typedef struct operand {
     ref_matrix r;
 } operand;
 
-/* A (batch x) rows x cols view: layout 'n' row-major, 't' column-major; rows padded by pad;
-   batch 0 makes a 2-D tensor. The buffer starts with `lead` unused elements (an offset). */
+/* A (batch x) rows x cols view: layout 'n' row-major, 't' column-major; rows padded by pad,
+   or with pad < 0 to the next multiple of 8 plus 8 (every stride 16-byte aligned for 16-bit
+   dtypes, as the tensor-core kernel needs); batch 0 makes a 2-D tensor. The buffer starts
+   with `lead` unused elements (an offset). */
 static operand make(clkit_context *ctx, clkit_dtype dt, int64_t batch, int64_t rows, int64_t cols,
                     char layout, int64_t pad, size_t lead, uint64_t seed)
 {
     operand o;
-    int64_t ld = (layout == 'n' ? cols : rows) + pad, mat = ld * (layout == 'n' ? rows : cols);
+    int64_t inner = layout == 'n' ? cols : rows;
+    int64_t ld = pad < 0 ? (inner + 7) / 8 * 8 + 8 : inner + pad, mat = ld * (layout == 'n' ? rows : cols);
     int64_t nb = batch ? batch : 1;
     o.len = lead + (size_t)(mat * nb);
     o.host = malloc(o.len * sizeof *o.host);
@@ -51,6 +54,7 @@ typedef struct run {
     int64_t batch, m, n, k;
     char la, lb, lc;
     int a_bcast, b_bcast;
+    int aligned; /* A and B strides and offsets multiples of 8 elements */
     clkit_matmul_options opt;
 } run;
 
@@ -59,8 +63,10 @@ typedef struct run {
 static void check_run(clkit_context *ctx, const run *r, const char *what)
 {
     int64_t bt = r->batch;
-    operand a = make(ctx, r->in, r->a_bcast ? 0 : bt, r->m, r->k, r->la, 3, 5, 11 + (uint64_t)r->m);
-    operand b = make(ctx, r->in, r->b_bcast ? 0 : bt, r->k, r->n, r->lb, 1, 0, 23 + (uint64_t)r->n);
+    operand a = make(ctx, r->in, r->a_bcast ? 0 : bt, r->m, r->k, r->la, r->aligned ? -1 : 3,
+                     r->aligned ? 8 : 5, 11 + (uint64_t)r->m);
+    operand b = make(ctx, r->in, r->b_bcast ? 0 : bt, r->k, r->n, r->lb, r->aligned ? -1 : 1, 0,
+                     23 + (uint64_t)r->n);
     operand c = make(ctx, r->out, bt, r->m, r->n, r->lc, 2, 7, 37 + (uint64_t)r->k);
     if (bt == 0) bt = 1;
     double *want = malloc(c.len * sizeof *want), *got = malloc(c.len * sizeof *got);
@@ -236,6 +242,67 @@ START_TEST(every_config)
 }
 END_TEST
 
+/* The tensor-core kernel (NVIDIA sm_80 and later): every tile the tuner may pick, in each
+   operand layout, f16 and bf16 inputs into f32, f16 and bf16 outputs; one 16 x 8 x 16
+   fragment (the mma lane layouts against the CPU); edges that cut 16-byte chunks in K, M
+   and N; batches with broadcast; alpha, beta and activations; and the default choice on
+   aligned operands. Where the device has no tensor cores (or CLKIT_TENSOR_CORES=0), a forced
+   tensor-core config is refused. */
+START_TEST(tensor_cores)
+{
+    clkit_context *ctx = tu_ctx();
+    struct clkit_device_props props;
+    TU_CHECK(clkit_device_props(ctx, &props));
+    static const char *configs[] = {
+        "KERNEL=4,BLOCK_M=128,BLOCK_N=256,BLOCK_K=32,WARPS_M=2,WARPS_N=4,STAGES=2,GROUP_M=8",
+        "KERNEL=4,BLOCK_M=256,BLOCK_N=128,BLOCK_K=32,WARPS_M=4,WARPS_N=2,STAGES=2,GROUP_M=8",
+        "KERNEL=4,BLOCK_M=128,BLOCK_N=128,BLOCK_K=32,WARPS_M=2,WARPS_N=2,STAGES=3,GROUP_M=8",
+        "KERNEL=4,BLOCK_M=128,BLOCK_N=128,BLOCK_K=32,WARPS_M=2,WARPS_N=4,STAGES=3,GROUP_M=1",
+        "KERNEL=4,BLOCK_M=128,BLOCK_N=128,BLOCK_K=16,WARPS_M=2,WARPS_N=2,STAGES=4,GROUP_M=8",
+        "KERNEL=4,BLOCK_M=128,BLOCK_N=64,BLOCK_K=32,WARPS_M=2,WARPS_N=2,STAGES=4,GROUP_M=4",
+        "KERNEL=4,BLOCK_M=64,BLOCK_N=128,BLOCK_K=32,WARPS_M=2,WARPS_N=2,STAGES=4,GROUP_M=8",
+        "KERNEL=4,BLOCK_M=64,BLOCK_N=64,BLOCK_K=64,WARPS_M=2,WARPS_N=2,STAGES=3,GROUP_M=8",
+        "KERNEL=4,BLOCK_M=64,BLOCK_N=64,BLOCK_K=32,WARPS_M=2,WARPS_N=2,STAGES=4,GROUP_M=2",
+        "KERNEL=4,BLOCK_M=32,BLOCK_N=64,BLOCK_K=32,WARPS_M=1,WARPS_N=2,STAGES=4,GROUP_M=8",
+    };
+    static const char layouts[][2] = {{'n', 'n'}, {'n', 't'}, {'t', 'n'}, {'t', 't'}};
+    static const clkit_dtype combos[][2] = {{CLKIT_F16, CLKIT_F32}, {CLKIT_BF16, CLKIT_BF16},
+                                            {CLKIT_F16, CLKIT_F16}, {CLKIT_BF16, CLKIT_F32}};
+    static const int64_t tc_shapes[][3] = {{16, 8, 16}, {200, 136, 72}, {61, 45, 37}, {257, 130, 300}};
+    if (!props.tensor_cores) {
+        run r = basic(64, 64, 64);
+        r.in = CLKIT_F16, r.aligned = 1, r.opt.config = configs[2];
+        operand a = make(ctx, r.in, 0, 64, 64, 'n', 0, 0, 1), c = make(ctx, CLKIT_F32, 0, 64, 64, 'n', 0, 0, 2);
+        TU_EXPECT(CLKIT_ERR_INVALID_VALUE, clkit_matmul(ctx, &a.t, &a.t, &c.t, &r.opt));
+        drop(&a), drop(&c);
+        clkit_context_release(ctx);
+        return;
+    }
+    for (size_t i = 0; i < sizeof configs / sizeof *configs; i++)
+        for (size_t l = 0; l < 4; l++) {
+            const int64_t *sh = tc_shapes[(i + l) % 4];
+            run r = basic(sh[0], sh[1], sh[2]);
+            r.aligned = 1, r.opt.config = configs[i];
+            r.in = combos[(i + l) % 4][0], r.out = combos[(i + l) % 4][1];
+            r.la = layouts[l][0], r.lb = layouts[l][1], r.lc = l == 3 ? 't' : 'n';
+            char what[160];
+            snprintf(what, sizeof what, "%s %lldx%lldx%lld %c%c %s", configs[i], (long long)r.m,
+                     (long long)r.n, (long long)r.k, r.la, r.lb, clkit_dtype_name(r.in));
+            check_run(ctx, &r, what);
+        }
+    for (int variant = 0; variant < 4; variant++) {
+        run r = basic(96, 72, 40);
+        r.in = CLKIT_F16, r.aligned = 1, r.batch = 3;
+        r.a_bcast = variant == 1, r.b_bcast = variant == 2;
+        r.opt.alpha = variant == 3 ? -0.5f : 1.0f, r.opt.beta = variant == 3 ? 0.75f : 0.0f;
+        r.opt.activation = (clkit_activation)(variant % 3);
+        r.opt.leaky_slope = 0.1f;
+        check_run(ctx, &r, "tensor cores: default choice, batched");
+    }
+    clkit_context_release(ctx);
+}
+END_TEST
+
 START_TEST(clblast_provider)
 {
     clkit_context *ctx = tu_ctx();
@@ -354,6 +421,7 @@ int main(void)
     tcase_add_test(tc, beta_zero_ignores_nan);
     tcase_add_test(tc, batched_and_broadcast);
     tcase_add_test(tc, every_config);
+    tcase_add_test(tc, tensor_cores);
     tcase_add_test(tc, clblast_provider);
     tcase_add_test(tc, bad_input);
     tcase_add_test(tc, autotune_on_first_use);

@@ -9,7 +9,7 @@
 
 #include <clblast_c.h>
 
-enum { KERNEL_NAIVE, KERNEL_TILED, KERNEL_BLOCKED, KERNEL_SKINNY };
+enum { KERNEL_NAIVE, KERNEL_TILED, KERNEL_BLOCKED, KERNEL_SKINNY, KERNEL_MMA };
 
 typedef struct problem {
     const clkit_tensor *a, *b, *c;
@@ -18,6 +18,7 @@ typedef struct problem {
     int64_t as[3], bs[3], cs[3];
     int64_t a_off, b_off, c_off; /* element offsets */
     clkit_matmul_options opt;
+    int mma; /* the tensor-core kernel can take these operands on this device */
 } problem;
 
 clkit_matmul_options clkit_matmul_defaults(void)
@@ -77,6 +78,25 @@ static clkit_status check_shapes(clkit_context *ctx, problem *p)
     return CLKIT_OK;
 }
 
+/* cp.async moves 16-byte chunks of 8 elements along an operand's unit-stride dimension: that
+   dimension must be contiguous (or of size 1), and every other stride and the offset must
+   keep chunks 16-byte aligned. */
+static int mma_operand(int64_t unit_stride, int64_t unit_size, int64_t other, int64_t batch, int64_t off)
+{
+    return (unit_stride == 1 || unit_size == 1) && other % 8 == 0 && batch % 8 == 0 && off % 8 == 0;
+}
+
+static int mma_operands(const clkit_context *ctx, const problem *p)
+{
+    if (!ctx->props.tensor_cores || ctx->fast_path_failed || p->a->dtype == CLKIT_F32) return 0;
+    int a_kmajor = p->as[1] != 1, b_nmajor = p->bs[1] != 1;
+    int a = a_kmajor ? mma_operand(p->as[2], p->k, p->as[1], p->as[0], p->a_off)
+                     : mma_operand(1, p->m, p->as[2], p->as[0], p->a_off);
+    int b = b_nmajor ? mma_operand(p->bs[2], p->n, p->bs[1], p->bs[0], p->b_off)
+                     : mma_operand(1, p->k, p->bs[2], p->bs[0], p->b_off);
+    return a && b;
+}
+
 static clkit_status validate(clkit_context *ctx, const clkit_tensor *a, const clkit_tensor *b,
                              const clkit_tensor *c, const clkit_matmul_options *opt, problem *p)
 {
@@ -99,6 +119,7 @@ static clkit_status validate(clkit_context *ctx, const clkit_tensor *a, const cl
     if ((unsigned)o->activation > CLKIT_ACT_LEAKY_RELU || (unsigned)o->provider > CLKIT_PROVIDER_CLBLAST)
         return clkit_fail(ctx, CLKIT_ERR_INVALID_VALUE, "unknown activation %d or provider %d",
                           (int)o->activation, (int)o->provider);
+    p->mma = mma_operands(ctx, p);
     return CLKIT_OK;
 }
 
@@ -112,6 +133,23 @@ static uint64_t blocked_local_bytes(const clkit_config *c)
 }
 
 static int pow2(int x) { return x > 0 && (x & (x - 1)) == 0; }
+
+/* The tensor-core kernel's tile on this device: each warp's piece a whole number of 16 x 16
+   fragment pairs with at most 128 f32 accumulators a lane (more spills), the copies spread
+   evenly over the work-group, the STAGES-deep ring within local memory. */
+static int mma_legal(const struct clkit_device_props *p, const clkit_config *c)
+{
+    int bm = cfg(c, "BLOCK_M"), bn = cfg(c, "BLOCK_N"), bk = cfg(c, "BLOCK_K");
+    int wm = cfg(c, "WARPS_M"), wn = cfg(c, "WARPS_N"), stages = cfg(c, "STAGES");
+    if (!p->tensor_cores || !pow2(bm) || !pow2(bn) || !pow2(wm) || !pow2(wn) || bk < 16 ||
+        bk > 64 || !pow2(bk) || stages < 2 || stages > 6 || cfg(c, "GROUP_M") < 1)
+        return 0;
+    int warp_m = bm / wm, warp_n = bn / wn, wg = wm * wn * 32;
+    uint64_t local = (uint64_t)stages * (uint64_t)(bm + bn) * (uint64_t)bk * 2;
+    return warp_m >= 16 && warp_n >= 16 && (warp_m / 16) * (warp_n / 8) * 4 <= 128 &&
+           (size_t)wg <= p->max_work_group && (bm * bk / 8) % wg == 0 && (bn * bk / 8) % wg == 0 &&
+           local <= p->local_mem;
+}
 
 /* Whether a config can run on this device (before building: the built kernel's own limit is
    checked at launch). */
@@ -130,6 +168,7 @@ static int config_legal(const struct clkit_device_props *p, const clkit_config *
                (size_t)(cols * lanes) <= p->max_work_group &&
                16ull * (uint64_t)(lanes * rows * cols) <= p->local_mem;
     }
+    if (kernel == KERNEL_MMA) return mma_legal(p, c);
     if (kernel != KERNEL_BLOCKED) return 0;
     int bm = cfg(c, "BLOCK_M"), bn = cfg(c, "BLOCK_N"), bk = cfg(c, "BLOCK_K");
     int tm = cfg(c, "THREAD_M"), tn = cfg(c, "THREAD_N"), g = cfg(c, "GROUP_M");
@@ -152,6 +191,23 @@ static clkit_config blocked(int bm, int bn, int bk, int tm, int tn, int group)
     clkit_config_set(&c, "THREAD_N", tn);
     clkit_config_set(&c, "GROUP_M", group);
     return c;
+}
+
+static clkit_config mma(const int *shape, int group)
+{
+    static const char *names[] = {"BLOCK_M", "BLOCK_N", "BLOCK_K", "WARPS_M", "WARPS_N", "STAGES"};
+    clkit_config c = {0};
+    clkit_config_set(&c, "KERNEL", KERNEL_MMA);
+    for (int i = 0; i < 6; i++) clkit_config_set(&c, names[i], shape[i]);
+    clkit_config_set(&c, "GROUP_M", group);
+    return c;
+}
+
+/* A config for these operands on this device: the tensor-core kernel needs operands it can
+   take (a cached entry of another shape or layout may not). */
+static int config_usable(const struct clkit_device_props *p, const problem *pr, const clkit_config *c)
+{
+    return config_legal(p, c) && (cfg(c, "KERNEL") != KERNEL_MMA || pr->mma);
 }
 
 static clkit_config skinny(int cols, int lanes, int rows)
@@ -191,6 +247,17 @@ static const int block_shapes[][5] = {
 };
 #define NSHAPES (sizeof block_shapes / sizeof *block_shapes)
 
+/* The tensor-core tiles, largest first: (BLOCK_M, BLOCK_N, BLOCK_K, WARPS_M, WARPS_N,
+   STAGES). 48 KiB of local memory (NVIDIA's OpenCL limit) holds three 128 x 128 x 32 stages
+   or two of 128 x 256. tests/compile_nvptx.sh reads this table. */
+static const int mma_shapes[][6] = {
+    {128, 256, 32, 2, 4, 2}, {256, 128, 32, 4, 2, 2}, {128, 128, 32, 2, 2, 3},
+    {128, 128, 32, 2, 4, 3}, {128, 128, 16, 2, 2, 4}, {128, 64, 32, 2, 2, 4},
+    {64, 128, 32, 2, 2, 4},  {64, 64, 64, 2, 2, 3},   {64, 64, 32, 2, 2, 4},
+    {32, 64, 32, 1, 2, 4},
+};
+#define NMMA (sizeof mma_shapes / sizeof *mma_shapes)
+
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /* Heuristic default from device properties: the largest legal tile that still gives every
@@ -208,6 +275,14 @@ static clkit_config heuristic_config(const struct clkit_device_props *p, const p
     }
     clkit_config best = {0};
     int found = 0;
+    for (size_t i = 0; i < NMMA && pr->mma; i++) {
+        clkit_config c = mma(mma_shapes[i], 8);
+        if (!config_legal(p, &c)) continue;
+        best = c, found = 1;
+        if ((uint64_t)(ceil_div(pr->m, mma_shapes[i][0]) * ceil_div(pr->n, mma_shapes[i][1]) * pr->batch) >= want)
+            return c;
+    }
+    if (found) return best;
     for (size_t i = 0; i < NSHAPES; i++) {
         const int *s = block_shapes[i];
         clkit_config c = blocked(s[0], s[1], s[2], s[3], s[4], 8);
@@ -222,7 +297,8 @@ static clkit_config heuristic_config(const struct clkit_device_props *p, const p
 }
 
 /* Every candidate the tuner times, the likeliest first so that a time budget cuts the long
-   tail: the heuristic default, CLBlast where it applies, each legal blocked shape with
+   tail: the heuristic default, CLBlast where it applies, the tensor-core tiles where the
+   operands allow them, each legal blocked shape with
    GROUP_M 8 (the caller refines GROUP_M of the winner), the skinny kernel for a few rows,
    then tiled and naive. */
 static int candidates(const struct clkit_device_props *p, const problem *pr, clkit_config *out, int max)
@@ -233,6 +309,10 @@ static int candidates(const struct clkit_device_props *p, const problem *pr, clk
         clkit_config c = {0};
         clkit_config_set(&c, "provider", 1);
         out[n++] = c;
+    }
+    for (size_t i = 0; i < NMMA && n < max && pr->mma; i++) {
+        clkit_config c = mma(mma_shapes[i], 8);
+        if (config_legal(p, &c) && memcmp(&c, &out[0], sizeof c) != 0) out[n++] = c;
     }
     for (size_t i = 0; i < NSHAPES && n < max; i++) {
         const int *s = block_shapes[i];
@@ -281,6 +361,11 @@ static void build_options(const problem *pr, const clkit_config *c, char *buf, s
     if (cfg(c, "KERNEL") == KERNEL_SKINNY)
         snprintf(buf + used, n - (size_t)used, " -D VEC_B=%d",
                  operand_vec(pr->bs[2], pr->bs[1], pr->bs[0], pr->b_off, 4, 4));
+    if (cfg(c, "KERNEL") == KERNEL_MMA) {
+        snprintf(buf + used, n - (size_t)used, " -D A_KMAJOR=%d -D B_NMAJOR=%d%s", pr->as[1] != 1,
+                 pr->bs[1] != 1, pr->a->dtype == CLKIT_BF16 ? " -D MMA_BF16" : "");
+        return;
+    }
     if (cfg(c, "KERNEL") != KERNEL_BLOCKED) return;
     int bm = cfg(c, "BLOCK_M"), bn = cfg(c, "BLOCK_N"), bk = cfg(c, "BLOCK_K");
     int wg = (bm / cfg(c, "THREAD_M")) * (bn / cfg(c, "THREAD_N"));
@@ -308,19 +393,39 @@ static clkit_status set_operands(clkit_context *ctx, cl_kernel k, const problem 
 }
 
 static clkit_status launch_clkit(clkit_context *ctx, const problem *pr, const clkit_config *c,
+                                 const clkit_tensor *out);
+
+/* A tensor-core program that does not build (a driver whose compiler refuses some PTX) turns
+   the fast path off for this context and the call runs on the portable kernels. */
+static clkit_status fall_back(clkit_context *ctx, const problem *pr, const clkit_tensor *out)
+{
+    clkit_log(CLKIT_LOG_WARN, "tensor-core matmul failed to build, using the portable kernels: %s",
+              clkit_last_error(ctx));
+    ctx->fast_path_failed = true;
+    clkit_clear_error(ctx);
+    problem portable = *pr;
+    portable.mma = 0;
+    clkit_config c = heuristic_config(&ctx->props, &portable);
+    return launch_clkit(ctx, &portable, &c, out);
+}
+
+static clkit_status launch_clkit(clkit_context *ctx, const problem *pr, const clkit_config *c,
                                  const clkit_tensor *out)
 {
-    static const char *names[] = {"matmul_naive", "matmul_tiled", "matmul_blocked", "matmul_skinny"};
+    static const char *names[] = {"matmul_naive", "matmul_tiled", "matmul_blocked", "matmul_skinny",
+                                  "matmul_mma"};
     int kernel = cfg(c, "KERNEL");
     char opts[1024];
     build_options(pr, c, opts, sizeof opts);
     cl_kernel k;
     clkit_status s = clkit_get_kernel(ctx, "matmul.cl", names[kernel], opts, &k);
+    if (s == CLKIT_ERR_BUILD && kernel == KERNEL_MMA) return fall_back(ctx, pr, out);
     if (s || (s = set_operands(ctx, k, pr, out))) return s;
     size_t limit = clkit_kernel_wg_limit(ctx, k);
-    if (kernel == KERNEL_BLOCKED) {
+    if (kernel == KERNEL_BLOCKED || kernel == KERNEL_MMA) {
         int bm = cfg(c, "BLOCK_M"), bn = cfg(c, "BLOCK_N");
-        size_t wg = (size_t)(bm / cfg(c, "THREAD_M")) * (size_t)(bn / cfg(c, "THREAD_N"));
+        size_t wg = kernel == KERNEL_MMA ? (size_t)(cfg(c, "WARPS_M") * cfg(c, "WARPS_N") * 32)
+                                         : (size_t)(bm / cfg(c, "THREAD_M")) * (size_t)(bn / cfg(c, "THREAD_N"));
         if (wg > limit)
             return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "matmul config needs %zu work-items, kernel allows %zu", wg, limit);
         size_t global[2] = {(size_t)(ceil_div(pr->m, bm) * ceil_div(pr->n, bn)) * wg, (size_t)pr->batch};
@@ -431,9 +536,9 @@ static clkit_status choose(clkit_context *ctx, const problem *pr, clkit_config *
 {
     const clkit_matmul_options *o = &pr->opt;
     if (o->config) {
-        if (clkit_config_parse(o->config, c) != 0 || !config_legal(&ctx->props, c))
+        if (clkit_config_parse(o->config, c) != 0 || !config_usable(&ctx->props, pr, c))
             return clkit_fail(ctx, CLKIT_ERR_INVALID_VALUE, "matmul config '%s' is malformed or "
-                              "does not fit this device", o->config);
+                              "does not fit this device and these operands", o->config);
         return CLKIT_OK;
     }
     memset(c, 0, sizeof *c);
@@ -443,7 +548,7 @@ static clkit_status choose(clkit_context *ctx, const problem *pr, clkit_config *
     }
     clkit_tune_key key = tune_key(pr);
     clkit_lookup found = clkit_cache_lookup(ctx, &key, c);
-    int usable = found != CLKIT_LOOKUP_NONE && config_legal(&ctx->props, c) &&
+    int usable = found != CLKIT_LOOKUP_NONE && config_usable(&ctx->props, pr, c) &&
                  !(o->provider == CLKIT_PROVIDER_CLKIT && clkit_config_get(c, "provider", 0));
     const char *autotune = getenv("CLKIT_AUTOTUNE");
     if (found != CLKIT_LOOKUP_EXACT && autotune && strcmp(autotune, "1") == 0 &&
@@ -482,8 +587,8 @@ static clkit_status run_candidate(clkit_context *ctx, const clkit_config *c, voi
 static clkit_status tune(clkit_context *ctx, const problem *pr, const clkit_tune_options *topt,
                          clkit_config *best)
 {
-    clkit_config cands[40];
-    int n = candidates(&ctx->props, pr, cands, 40);
+    clkit_config cands[48];
+    int n = candidates(&ctx->props, pr, cands, 48);
     clkit_tensor scratch;
     cl_mem buf;
     size_t bytes;
@@ -493,7 +598,8 @@ static clkit_status tune(clkit_context *ctx, const problem *pr, const clkit_tune
     clkit_tune_key key = tune_key(pr);
     s = clkit_autotune(ctx, &key, cands, n, run_candidate, &run, topt, best);
     /* Refine the winner's program order: GROUP_M only matters for blocked kernels. */
-    if (!s && cfg(best, "KERNEL") == KERNEL_BLOCKED && !clkit_config_get(best, "provider", 0)) {
+    int kernel = cfg(best, "KERNEL");
+    if (!s && (kernel == KERNEL_BLOCKED || kernel == KERNEL_MMA) && !clkit_config_get(best, "provider", 0)) {
         clkit_config groups[3] = {*best, *best, *best};
         clkit_config_set(&groups[1], "GROUP_M", 1);
         clkit_config_set(&groups[2], "GROUP_M", 4);

@@ -1,0 +1,87 @@
+/* NVIDIA tensor cores from OpenCL C: inline PTX for sm_80 and later.
+
+   NVIDIA's OpenCL has no matrix extension and no fp16 arithmetic, but its compiler passes
+   inline PTX through (see shared/gpu/NVIDIA-PTX.md), so the Ampere instructions that
+   CUTLASS and Triton build on are reachable:
+   - cp.async: 16-byte global -> local copies that bypass registers and run while the warp
+     computes; commit groups let a kernel keep STAGES tiles in flight.
+   - ldmatrix: one instruction loads a warp's mma fragments (four 8 x 8 b16 matrices) from
+     local memory, transposing on the way when the operand's contiguous dimension is not the
+     one the fragment wants.
+   - mma.sync m16n8k16 (f16, bf16) with f32 accumulators.
+   The driver compiles for .target sm_90, not sm_90a, so Hopper's wgmma is out of reach.
+
+   Only the host sets CLKIT_NV_SM (from the device's compute capability): PoCL and AMD never
+   see this file. A local pointer converted to uint is the 32-bit shared-window address the
+   .shared operands take. */
+#ifndef CLKIT_NV_MMA_H
+#define CLKIT_NV_MMA_H
+
+#if !defined(CLKIT_NV_SM) || CLKIT_NV_SM < 80
+#error "nv_mma.h needs an NVIDIA device of compute capability 8.0 or later"
+#endif
+
+#define NV_INLINE inline __attribute__((always_inline))
+
+NV_INLINE uint nv_shared(__local const void *p) { return (uint)(size_t)p; }
+
+/* Copies src_bytes (0 to 16) from src and zero-fills the rest of the 16 bytes at dst:
+   masked edges cost no branch, and src is not read at all when src_bytes is 0. */
+NV_INLINE void nv_cp_async16(__local void *dst, __global const void *src, uint src_bytes)
+{
+    __asm__ volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
+                     :: "r"(nv_shared(dst)), "l"(src), "r"(src_bytes) : "memory");
+}
+
+NV_INLINE void nv_cp_async_commit(void) { __asm__ volatile("cp.async.commit_group;" ::: "memory"); }
+
+/* Waits until at most n committed groups are still in flight (n a literal). */
+#define NV_CP_ASYNC_WAIT_(n) __asm__ volatile("cp.async.wait_group " #n ";" ::: "memory")
+#define NV_CP_ASYNC_WAIT(n) NV_CP_ASYNC_WAIT_(n)
+
+/* Four 8 x 8 b16 matrices; lane l gives the row address of matrix l / 8, row l % 8. */
+NV_INLINE void nv_ldmatrix_x4(uint *r, __local const void *row)
+{
+    __asm__ volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(nv_shared(row)) : "memory");
+}
+
+/* The same, each matrix transposed: for operands stored along the other dimension. */
+NV_INLINE void nv_ldmatrix_x4_trans(uint *r, __local const void *row)
+{
+    __asm__ volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(nv_shared(row)) : "memory");
+}
+
+/* d += a (16 x 16, row) * b (16 x 8, col): a in four registers of two halves, b in two.
+   Accumulator lane layout: d[0..1] row l / 4, columns 2 (l % 4) + {0, 1}; d[2..3] row + 8. */
+NV_INLINE void nv_mma_f16(float *d, const uint *a, const uint *b)
+{
+    __asm__ volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+NV_INLINE void nv_mma_bf16(float *d, const uint *a, const uint *b)
+{
+    __asm__ volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+/* Byte offset of 16-byte chunk `chunk` of row `row` in a tile of `chunks` chunks a row, XOR
+   swizzled: the eight rows one ldmatrix reads at the same logical chunk land in eight
+   different 16-byte bank groups, with no padding (padding would break cp.async alignment
+   and waste the 48 KiB). Rows of fewer than 8 chunks share a 128-byte bank line with their
+   neighbours, so the XOR pattern advances every 8 / chunks rows. */
+NV_INLINE int nv_swizzle(int row, int chunk, int chunks)
+{
+    int span = chunks < 8 ? chunks : 8;
+    return (row * chunks + (chunk ^ ((row / (8 / span)) % span))) * 16;
+}
+
+#endif
