@@ -511,19 +511,21 @@ INLINE void load_b_frags(__local const uchar *tile, int wn, int kk, int lane, ui
     }
 }
 
-INLINE void multiply_stage(__local const uchar *as, __local const uchar *bs, int wm, int wn,
-                           int lane, float acc[FRAG_M][FRAG_N][4])
+INLINE void mma_step(const uint af[FRAG_M][4], const uint bf[FRAG_N][2], float acc[FRAG_M][FRAG_N][4])
 {
     #pragma unroll
-    for (int kk = 0; kk < BLOCK_K; kk += 16) {
-        uint af[FRAG_M][4], bf[FRAG_N][2];
-        load_a_frags(as, wm, kk, lane, af);
-        load_b_frags(bs, wn, kk, lane, bf);
+    for (int i = 0; i < FRAG_M; i++)
         #pragma unroll
-        for (int i = 0; i < FRAG_M; i++)
-            #pragma unroll
-            for (int j = 0; j < FRAG_N; j++) MMA(acc[i][j], af[i], bf[j]);
-    }
+        for (int j = 0; j < FRAG_N; j++) MMA(acc[i][j], af[i], bf[j]);
+}
+
+INLINE void copy_slice(__local uchar *as, __local uchar *bs, __global const ushort *a,
+                       __global const ushort *b, long a_sm, long a_sk, long b_sk, long b_sn,
+                       int slice, int m_left, int n_left, int K, int tid)
+{
+    int k0 = slice * BLOCK_K, slot = slice % STAGES;
+    copy_a(as + slot * A_STAGE_BYTES, a + k0 * a_sk, a_sm, a_sk, m_left, K - k0, tid);
+    copy_b(bs + slot * B_STAGE_BYTES, b + k0 * b_sk, b_sk, b_sn, K - k0, n_left, tid);
 }
 
 __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void matmul_mma(OPERANDS)
@@ -546,28 +548,47 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void matmul_mma(OPE
         for (int j = 0; j < FRAG_N; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f;
 
     /* Every iteration commits one group, empty past the last slice, so that waiting for
-       "at most STAGES - 2 in flight" always means the slice about to be used has landed. */
+       "at most STAGES - 2 in flight" always means the next slice has landed. */
     #pragma unroll
     for (int s = 0; s < STAGES - 1; s++) {
-        if (s < slices) {
-            int k0 = s * BLOCK_K;
-            copy_a(as + s * A_STAGE_BYTES, a + k0 * a_sk, a_sm, a_sk, m_left, K - k0, tid);
-            copy_b(bs + s * B_STAGE_BYTES, b + k0 * b_sk, b_sk, b_sn, K - k0, n_left, tid);
-        }
+        if (s < slices) copy_slice(as, bs, a, b, a_sm, a_sk, b_sk, b_sn, s, m_left, n_left, K, tid);
         nv_cp_async_commit();
     }
+    NV_CP_ASYNC_WAIT(STAGES - 2);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    /* Fragments are double-buffered in registers: each 16-deep step loads the next step's
+       fragments (the first of the next slice, after its barrier, on the last step) before
+       its own mma, so ldmatrix latency and the barrier hide behind tensor-core work. */
+    uint af[FRAG_M][4], bf[FRAG_N][2];
+    load_a_frags(as, wm, 0, lane, af);
+    load_b_frags(bs, wn, 0, lane, bf);
     for (int kt = 0; kt < slices; kt++) {
-        NV_CP_ASYNC_WAIT(STAGES - 2);
-        barrier(CLK_LOCAL_MEM_FENCE);
-        int next = kt + STAGES - 1;
-        if (next < slices) {
-            int k0 = next * BLOCK_K, slot = next % STAGES;
-            copy_a(as + slot * A_STAGE_BYTES, a + k0 * a_sk, a_sm, a_sk, m_left, K - k0, tid);
-            copy_b(bs + slot * B_STAGE_BYTES, b + k0 * b_sk, b_sk, b_sn, K - k0, n_left, tid);
-        }
+        /* The slot refilled here held slice kt - 1, which every warp finished reading
+           before the last barrier. */
+        if (kt + STAGES - 1 < slices)
+            copy_slice(as, bs, a, b, a_sm, a_sk, b_sk, b_sn, kt + STAGES - 1, m_left, n_left, K, tid);
         nv_cp_async_commit();
         int cur = kt % STAGES;
-        multiply_stage(as + cur * A_STAGE_BYTES, bs + cur * B_STAGE_BYTES, wm, wn, lane, acc);
+        #pragma unroll
+        for (int step = 0; step < BLOCK_K / 16; step++) {
+            uint an[FRAG_M][4], bn[FRAG_N][2];
+            if (step == BLOCK_K / 16 - 1) {
+                NV_CP_ASYNC_WAIT(STAGES - 2);
+                barrier(CLK_LOCAL_MEM_FENCE);
+                int nxt = (kt + 1) % STAGES;
+                load_a_frags(as + nxt * A_STAGE_BYTES, wm, 0, lane, an);
+                load_b_frags(bs + nxt * B_STAGE_BYTES, wn, 0, lane, bn);
+            } else {
+                load_a_frags(as + cur * A_STAGE_BYTES, wm, (step + 1) * 16, lane, an);
+                load_b_frags(bs + cur * B_STAGE_BYTES, wn, (step + 1) * 16, lane, bn);
+            }
+            mma_step(af, bf, acc);
+            #pragma unroll
+            for (int i = 0; i < FRAG_M; i++)
+                af[i][0] = an[i][0], af[i][1] = an[i][1], af[i][2] = an[i][2], af[i][3] = an[i][3];
+            #pragma unroll
+            for (int j = 0; j < FRAG_N; j++) bf[j][0] = bn[j][0], bf[j][1] = bn[j][1];
+        }
     }
 
     C += c_off + batch * c_sb;
