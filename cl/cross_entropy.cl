@@ -541,4 +541,21 @@ void lce_dbias(__global const elem_t *s, long lds, long n_rows, long n, __global
     if (ry == 0 && j < n) STORE(db, db_off + j * db_stride, red[0][cx]);
 }
 
+
+/* lce_dw_sum: the chunk's dweight rows when its GEMM was split over token slices (a chunk
+   of a few hundred vocabulary rows gives a dW tile grid too small to fill the device, while
+   its reduction over T is long): out = sum of `splits` f32 partial products, added in slice
+   order so reruns are bitwise equal, rounded once to the storage dtype. A grid-stride loop
+   over the n x d elements of the chunk. */
+__kernel void lce_dw_sum(__global const float *part, long n, long d, int splits,
+                         __global elem_t *dw, long dw_off, long dw_s0, long dw_s1)
+{
+    const long total = n * d;
+    for (long i = get_global_id(0); i < total; i += get_global_size(0)) {
+        float acc = 0.0f;
+        for (int k = 0; k < splits; k++) acc += part[k * total + i];
+        STORE(dw, dw_off + (i / d) * dw_s0 + (i % d) * dw_s1, acc);
+    }
+}
+
 #endif

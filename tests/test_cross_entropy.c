@@ -803,6 +803,22 @@ START_TEST(linear_strided)
 }
 END_TEST
 
+/* Enough tokens that a chunk's dweight GEMM is split over token slices (its tile grid is
+   small) and lce_dw_sum adds the slices, into a padded dweight, from a transposed x. */
+START_TEST(linear_split_dweight)
+{
+    clkit_context *ctx = tu_ctx();
+    for (size_t dt = 0; dt < 3; dt++) {
+        lce_case c = lce_basic(float_dtypes[dt], 1024, 16, 40);
+        c.chunk = "24";
+        c.lx = col_major(1024, 16, 8);
+        c.ldw = row_major(40, 16, 8, 3);
+        lce_check(ctx, &c, "split dweight");
+    }
+    clkit_context_release(ctx);
+}
+END_TEST
+
 /* Chunked, the scratch stays far below the (T, V) logits; reruns are bitwise equal. */
 START_TEST(linear_memory_and_determinism)
 {
@@ -992,6 +1008,7 @@ int main(void)
     tcase_add_test(tc, linear_gradient_subsets);
     tcase_add_test(tc, linear_edges);
     tcase_add_test(tc, linear_strided);
+    tcase_add_test(tc, linear_split_dweight);
     tcase_add_test(tc, linear_memory_and_determinism);
     tcase_add_test(tc, linear_finite_differences);
     tcase_add_test(tc, linear_bad_input);

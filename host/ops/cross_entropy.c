@@ -408,8 +408,10 @@ typedef struct lce {
     int64_t ldz, lds;          /* row strides of the logits and gradient scratch */
     clkit_dtype dt;
     scratch state, z, s, acc; /* s: 16-bit gradient (f32 overwrites z); acc: f32 dx */
+    scratch part;              /* dw_splits f32 partial dweight chunks */
+    int dw_splits;             /* token slices of the dweight GEMM (1: one GEMM) */
     size_t wg;
-    cl_kernel stats, grad, dbias;
+    cl_kernel stats, grad, dbias, dw_sum;
 } lce;
 
 static void release_lce(clkit_context *ctx, lce *l)
@@ -419,6 +421,7 @@ static void release_lce(clkit_context *ctx, lce *l)
     scratch_put(ctx, &l->z);
     scratch_put(ctx, &l->s);
     scratch_put(ctx, &l->acc);
+    scratch_put(ctx, &l->part);
 }
 
 /* Columns per chunk: $CLKIT_LCE_CHUNK when set to a positive count, else the most, a multiple
@@ -478,9 +481,10 @@ static clkit_status lce_kernels(clkit_context *ctx, lce *l)
         if (s || wg == l->wg) break;
         l->wg = wg;
     }
-    if (s || !l->db) return s;
     char opts[128];
     rows_options(ctx, l->dt, 1, l->wg, opts, sizeof opts);
+    if (!s && l->dw_splits > 1) s = clkit_get_kernel(ctx, "cross_entropy.cl", "lce_dw_sum", opts, &l->dw_sum);
+    if (s || !l->db) return s;
     if ((s = clkit_get_kernel(ctx, "cross_entropy.cl", "lce_dbias", opts, &l->dbias))) return s;
     if (clkit_kernel_wg_limit(ctx, l->dbias) < DB_COLS * DB_ROWS)
         return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "lce_dbias: the kernel cannot run %d work-items",
@@ -549,6 +553,36 @@ static clkit_status chunk_dbias(clkit_context *ctx, const lce *l, cl_mem sbuf, i
     return s ? s : clkit_launch(ctx, l->dbias, 2, global, local);
 }
 
+/* dweight rows [v0, v0 + n) = g^T x over all tokens. Split in dw_splits token slices, the
+   slices' products land in f32 scratch as one batched GEMM and lce_dw_sum adds them. */
+static clkit_status chunk_dweight(clkit_context *ctx, const lce *l, cl_mem sbuf, int64_t v0, int64_t n)
+{
+    clkit_tensor dw = vocab_rows(l->dw, v0, n, false);
+    clkit_tensor gt = matrix(sbuf, l->dt, 0, n, l->c.t, 1, l->lds);
+    if (l->dw_splits == 1) return clkit_matmul(ctx, &gt, l->x, &dw, NULL);
+    int64_t slice = l->c.t / l->dw_splits, d = l->d;
+    int64_t gs[3] = {l->dw_splits, n, slice}, xs[3] = {l->dw_splits, slice, d}, ps[3] = {l->dw_splits, n, d};
+    clkit_tensor g3 = clkit_tensor_contiguous(sbuf, l->dt, 3, gs);
+    g3.strides[0] = slice * l->lds, g3.strides[1] = 1, g3.strides[2] = l->lds;
+    clkit_tensor x3 = clkit_tensor_contiguous(l->x->buffer, l->dt, 3, xs);
+    x3.offset = l->x->offset;
+    x3.strides[0] = slice * l->x->strides[0], x3.strides[1] = l->x->strides[0], x3.strides[2] = l->x->strides[1];
+    clkit_tensor p3 = clkit_tensor_contiguous(l->part.buf, CLKIT_F32, 3, ps);
+    clkit_status s = clkit_matmul(ctx, &g3, &x3, &p3, NULL);
+    if (s) return s;
+    cl_long nn = n, dd = d, off = (cl_long)(dw.offset / clkit_dtype_size(l->dt)), s0 = dw.strides[0],
+            s1 = dw.strides[1];
+    cl_int splits = l->dw_splits;
+    if ((s = clkit_set_args(ctx, l->dw_sum, 8, sizeof(cl_mem), &l->part.buf, sizeof nn, &nn, sizeof dd,
+                            &dd, sizeof splits, &splits, sizeof(cl_mem), &dw.buffer, sizeof off, &off,
+                            sizeof s0, &s0, sizeof s1, &s1)))
+        return s;
+    size_t wg = 256, groups = (size_t)(n * d + 255) / 256;
+    size_t cap = (size_t)ctx->props.compute_units * 8;
+    size_t global = (groups < cap ? groups : cap) * wg;
+    return clkit_launch(ctx, l->dw_sum, 1, &global, &wg);
+}
+
 /* The chunk's share of every gradient: dweight rows and dbias entries [v0, v0 + n) written
    once (f32 accumulation inside the GEMM and the column sums), dx accumulated in f32. */
 static clkit_status chunk_backward(clkit_context *ctx, const lce *l, int64_t v0, int64_t n,
@@ -558,11 +592,7 @@ static clkit_status chunk_backward(clkit_context *ctx, const lce *l, int64_t v0,
     if (s) return s;
     cl_mem sbuf = l->s.buf ? l->s.buf : l->z.buf;
     clkit_tensor g = matrix(sbuf, l->dt, 0, l->c.t, n, l->lds, 1);
-    if (l->dw) {
-        clkit_tensor gt = matrix(sbuf, l->dt, 0, n, l->c.t, 1, l->lds);
-        clkit_tensor dw = vocab_rows(l->dw, v0, n, false);
-        if ((s = clkit_matmul(ctx, &gt, l->x, &dw, NULL))) return s;
-    }
+    if (l->dw && (s = chunk_dweight(ctx, l, sbuf, v0, n))) return s;
     if (l->db && (s = chunk_dbias(ctx, l, sbuf, v0, n))) return s;
     if (!l->dx) return CLKIT_OK;
     clkit_tensor acc = l->acc.buf ? matrix(l->acc.buf, CLKIT_F32, 0, l->c.t, l->d, l->d, 1) : *l->dx;
@@ -570,6 +600,20 @@ static clkit_status chunk_backward(clkit_context *ctx, const lce *l, int64_t v0,
     clkit_matmul_options mo = clkit_matmul_defaults();
     mo.beta = first ? 0.0f : 1.0f;
     return clkit_matmul(ctx, &g, &w, &acc, &mo);
+}
+
+/* Token slices for the dweight GEMM of a chunk: doubled while its 128 x 128 tile grid gives
+   fewer than two work-groups a compute unit, each slice keeps at least 512 tokens, T divides
+   evenly, and the f32 partials stay within a quarter of the scratch budget. */
+static int dw_splits(const struct clkit_device_props *p, int64_t t, int64_t chunk, int64_t d)
+{
+    uint64_t tiles = (uint64_t)((chunk + 127) / 128) * (uint64_t)((d + 127) / 128);
+    int splits = 1;
+    while (splits < 16 && t % (2 * splits) == 0 && t / (2 * splits) >= 512 &&
+           tiles * (uint64_t)splits < 2ull * p->compute_units &&
+           (uint64_t)(2 * splits) * (uint64_t)chunk * (uint64_t)d * 4 <= LCE_BUDGET / 4)
+        splits *= 2;
+    return splits;
 }
 
 static clkit_status lce_scratch(clkit_context *ctx, lce *l)
@@ -588,6 +632,9 @@ static clkit_status lce_scratch(clkit_context *ctx, lce *l)
         return s;
     if (l->dx && l->dx->dtype != CLKIT_F32)
         s = scratch_get(ctx, t * (size_t)l->d * sizeof(float), &l->acc);
+    l->dw_splits = l->dw ? dw_splits(&ctx->props, l->c.t, l->chunk, l->d) : 1;
+    if (!s && l->dw_splits > 1)
+        s = scratch_get(ctx, (size_t)l->dw_splits * (size_t)l->chunk * (size_t)l->d * sizeof(float), &l->part);
     return s;
 }
 
@@ -598,9 +645,9 @@ static clkit_status run_linear(clkit_context *ctx, lce *l, const clkit_tensor *t
     if ((s = prepare_common(ctx, targets, loss, &l->c)) || (s = lce_scratch(ctx, l)) ||
         (s = lce_kernels(ctx, l)))
         return s;
-    clkit_log(CLKIT_LOG_DEBUG, "linear_cross_entropy T %lld D %lld V %lld %s: %lld chunks of %lld, wg %zu",
-              (long long)l->c.t, (long long)l->d, (long long)l->c.v, clkit_dtype_name(l->dt),
-              (long long)l->nchunks, (long long)l->chunk, l->wg);
+    clkit_log(CLKIT_LOG_DEBUG, "linear_cross_entropy T %lld D %lld V %lld %s: %lld chunks of %lld, wg %zu, "
+              "dweight in %d token slices", (long long)l->c.t, (long long)l->d, (long long)l->c.v,
+              clkit_dtype_name(l->dt), (long long)l->nchunks, (long long)l->chunk, l->wg, l->dw_splits);
     for (int64_t i = 0; i < l->nchunks; i++) {
         int64_t v0 = i * l->chunk, n = l->c.v - v0 < l->chunk ? l->c.v - v0 : l->chunk;
         if ((s = chunk_logits(ctx, l, v0, n)) ||
