@@ -448,32 +448,17 @@ INLINE void copy_chunk(__local uchar *tile, int row, int chunk, int chunks,
     nv_cp_async16(tile + nv_swizzle(row, chunk, chunks), base + (n ? offset : 0), (uint)n * 2u);
 }
 
-/* The A slice at (m0, k0) of this tile -> one stage, m_left and k_left counted from there. */
-INLINE void copy_a(__local uchar *tile, __global const ushort *A, long a_sm, long a_sk,
-                   int m_left, int k_left, int tid)
+/* An operand's slice -> one stage: `rows` rows of `chunks` chunks, row r at
+   base + r * row_stride; rows_left rows and inner_left elements of each row remain of the
+   operand from the slice's origin. */
+INLINE void copy_tile(__local uchar *tile, __global const ushort *base, long row_stride, int rows,
+                      int chunks, int rows_left, int inner_left, int tid)
 {
     #pragma unroll
-    for (int i = 0; i < A_ROWS * A_CHUNKS / MMA_WG; i++) {
-        int e = i * MMA_WG + tid, row = e / A_CHUNKS, chunk = e % A_CHUNKS;
-#if A_KMAJOR
-        copy_chunk(tile, row, chunk, A_CHUNKS, A, row * a_sm + chunk * 8, row < m_left, k_left - chunk * 8);
-#else
-        copy_chunk(tile, row, chunk, A_CHUNKS, A, row * a_sk + chunk * 8, row < k_left, m_left - chunk * 8);
-#endif
-    }
-}
-
-INLINE void copy_b(__local uchar *tile, __global const ushort *B, long b_sk, long b_sn,
-                   int k_left, int n_left, int tid)
-{
-    #pragma unroll
-    for (int i = 0; i < B_ROWS * B_CHUNKS / MMA_WG; i++) {
-        int e = i * MMA_WG + tid, row = e / B_CHUNKS, chunk = e % B_CHUNKS;
-#if B_NMAJOR
-        copy_chunk(tile, row, chunk, B_CHUNKS, B, row * b_sk + chunk * 8, row < k_left, n_left - chunk * 8);
-#else
-        copy_chunk(tile, row, chunk, B_CHUNKS, B, row * b_sn + chunk * 8, row < n_left, k_left - chunk * 8);
-#endif
+    for (int i = 0; i < rows * chunks / MMA_WG; i++) {
+        int e = i * MMA_WG + tid, row = e / chunks, chunk = e % chunks;
+        copy_chunk(tile, row, chunk, chunks, base, row * row_stride + chunk * 8, row < rows_left,
+                   inner_left - chunk * 8);
     }
 }
 
@@ -524,8 +509,17 @@ INLINE void copy_slice(__local uchar *as, __local uchar *bs, __global const usho
                        int slice, int m_left, int n_left, int K, int tid)
 {
     int k0 = slice * BLOCK_K, slot = slice % STAGES;
-    copy_a(as + slot * A_STAGE_BYTES, a + k0 * a_sk, a_sm, a_sk, m_left, K - k0, tid);
-    copy_b(bs + slot * B_STAGE_BYTES, b + k0 * b_sk, b_sk, b_sn, K - k0, n_left, tid);
+    as += slot * A_STAGE_BYTES, bs += slot * B_STAGE_BYTES, a += k0 * a_sk, b += k0 * b_sk;
+#if A_KMAJOR
+    copy_tile(as, a, a_sm, A_ROWS, A_CHUNKS, m_left, K - k0, tid);
+#else
+    copy_tile(as, a, a_sk, A_ROWS, A_CHUNKS, K - k0, m_left, tid);
+#endif
+#if B_NMAJOR
+    copy_tile(bs, b, b_sk, B_ROWS, B_CHUNKS, K - k0, n_left, tid);
+#else
+    copy_tile(bs, b, b_sn, B_ROWS, B_CHUNKS, n_left, K - k0, tid);
+#endif
 }
 
 __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void matmul_mma(OPERANDS)
