@@ -577,9 +577,8 @@ static clkit_status chunk_dweight(clkit_context *ctx, const lce *l, cl_mem sbuf,
                             &dd, sizeof splits, &splits, sizeof(cl_mem), &dw.buffer, sizeof off, &off,
                             sizeof s0, &s0, sizeof s1, &s1)))
         return s;
-    size_t wg = 256, groups = (size_t)(n * d + 255) / 256;
-    size_t cap = (size_t)ctx->props.compute_units * 8;
-    size_t global = (groups < cap ? groups : cap) * wg;
+    size_t wg = clkit_stream_wg(&ctx->props, clkit_kernel_wg_limit(ctx, l->dw_sum));
+    size_t global = clkit_stream_groups(&ctx->props, (uint64_t)(n * d), wg) * wg;
     return clkit_launch(ctx, l->dw_sum, 1, &global, &wg);
 }
 
