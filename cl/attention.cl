@@ -38,6 +38,29 @@
 /* Private arrays passed by pointer must stay in registers: force the helpers inline. */
 #define INLINE inline __attribute__((always_inline))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define LOG2E 1.4426950408889634f
+#define LN2 0.6931471805599453f
+
+#define IN(t) __global const elem_t *t, long t##_off, long4 t##_st
+#define OUT(t) __global elem_t *t, long t##_off, long4 t##_st
+/* Element offset of (batch b, head h) in a tensor's view; strides are (b, h, l, d). */
+#define HEAD(t, b, h) (t##_off + (long)(b) * t##_st.s0 + (long)(h) * t##_st.s1)
+
+#if defined(ATTN_BWD)
+/* delta = rowsum(dO * O), one row per work-item; grid (Lq rounded up, B x Hq). */
+__kernel void attn_bwd_delta(IN(o), IN(dout), __global float *delta, int Hq, int Lq)
+{
+    int i = get_global_id(0), bh = get_global_id(1), b = bh / Hq, h = bh % Hq;
+    if (i >= Lq) return;
+    o += HEAD(o, b, h) + i * o_st.s2;
+    dout += HEAD(dout, b, h) + i * dout_st.s2;
+    float sum = 0.0f;
+    for (int d = 0; d < HEAD_DIM; d++) sum = fma(LOAD(o, d * o_st.s3), LOAD(dout, d * dout_st.s3), sum);
+    delta[(long)bh * Lq + i] = sum;
+}
+#endif
+
+#if defined(THREAD_M)
 #define R_T (BLOCK_M / THREAD_M)
 #define C_T (BLOCK_N / THREAD_N)
 #define WG (R_T * C_T)
@@ -52,14 +75,6 @@
 #define RW (THREAD_M < 4 ? THREAD_M : 4)
 #define CW (THREAD_N < 4 ? THREAD_N : 4)
 #define DW (THREAD_D < 4 ? THREAD_D : 4)
-#define LOG2E 1.4426950408889634f
-#define LN2 0.6931471805599453f
-
-#define IN(t) __global const elem_t *t, long t##_off, long4 t##_st
-#define OUT(t) __global elem_t *t, long t##_off, long4 t##_st
-/* Element offset of (batch b, head h) in a tensor's view; strides are (b, h, l, d). */
-#define HEAD(t, b, h) (t##_off + (long)(b) * t##_st.s0 + (long)(h) * t##_st.s1)
-
 inline int spread(int t, int i, int w, int threads) { return (i / w) * (threads * w) + t * w + i % w; }
 inline int row_of(int tr, int i) { return spread(tr, i, RW, R_T); }
 inline int col_of(int tc, int j) { return spread(tc, j, CW, C_T); }
@@ -284,18 +299,6 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_fwd(
 #endif
 
 #if defined(ATTN_BWD)
-/* delta = rowsum(dO * O), one row per work-item; grid (Lq rounded up, B x Hq). */
-__kernel void attn_bwd_delta(IN(o), IN(dout), __global float *delta, int Hq, int Lq)
-{
-    int i = get_global_id(0), bh = get_global_id(1), b = bh / Hq, h = bh % Hq;
-    if (i >= Lq) return;
-    o += HEAD(o, b, h) + i * o_st.s2;
-    dout += HEAD(dout, b, h) + i * dout_st.s2;
-    float sum = 0.0f;
-    for (int d = 0; d < HEAD_DIM; d++) sum = fma(LOAD(o, d * o_st.s3), LOAD(dout, d * dout_st.s3), sum);
-    delta[(long)bh * Lq + i] = sum;
-}
-
 /* s += held rows x (streamed rows)^T and dp likewise for a second pair, over the head
    dimension: both products of a block share the slice loop. a1/a2 are the held tiles
    ([d][row]); the streamed rows b1/b2 go through the slices s1/s2. */
@@ -436,5 +439,425 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_bwd_dkdv(
     store_tile(dk + HEAD(dk, b, g) + m0 * dk_st.s2, dk_st.s2, dk_st.s3, dk_acc, rows, scale, tr, tc);
 }
 #endif
+#endif /* THREAD_M */
+
+#if defined(WARPS)
+/* FlashAttention-2 on NVIDIA tensor cores (sm_80+; f16 or bf16 storage, f32 accumulation).
+
+   A work-group of WARPS warps holds BLOCK_M rows (queries in the forward and dQ kernels, keys
+   in the dK/dV kernel), each warp 16 * FRAG_M of them as mma A fragments resident in
+   registers, and streams the other side BLOCK_N rows at a time through local memory by
+   cp.async. Every product is an m16n8k16 mma whose operands come from ldmatrix: the held rows
+   times the streamed rows transposed (S = q k^T, dP = dO v^T and their transposes) reads the
+   streamed rows as they are, and a product over the streamed rows (P V, dS K, P^T dO, dS^T q)
+   reads them through ldmatrix.trans. Scores never touch local memory: the online softmax works
+   on the accumulators (a row lives in the four lanes of a quad, reduced by shuffles), and P or
+   dS goes from the accumulators straight into the A fragments of the next product, rounded to
+   the storage dtype as FlashAttention does. Exponentials use the hardware's ex2.approx
+   (native_exp2, relative error near 2^-22), as FlashAttention's do.
+
+   The forward overlaps its copies as FlashAttention-2 does, with one K and one V buffer: V of
+   key block j lands while the warps compute its scores, K of block j + 1 while they compute
+   P V. The backward kernels double-buffer both streamed tiles. The host proves that q, k, v
+   (and dO) have a contiguous head dimension and 8-element-aligned strides and offsets. */
+#include "nv_mma.h"
+
+#define MMA_WG (WARPS * 32)
+#define FRAG_M (BLOCK_M / WARPS / 16)
+#define DCH (HEAD_DIM / 8)  /* 16-byte chunks of a row */
+#define DK (HEAD_DIM / 16)  /* mma steps over the head dimension */
+#define DF (HEAD_DIM / 8)   /* accumulator tiles across the head dimension */
+#define NF (BLOCK_N / 8)    /* accumulator tiles across the streamed rows */
+#define TILE_BYTES(rows) ((rows) * HEAD_DIM * 2)
+#if defined(DTYPE_BF16)
+#define MMA nv_mma_bf16
+#define PACK nv_pack_bf16x2
+#else
+#define MMA nv_mma_f16
+#define PACK nv_pack_f16x2
+#endif
+
+typedef float held_acc[FRAG_M][DF][4];  /* rows held x head dimension */
+typedef float score_acc[FRAG_M][NF][4]; /* rows held x rows streamed */
+typedef uint held_frags[FRAG_M][DK][4];
+
+/* rows x HEAD_DIM elements from src (row r at src + r * row_stride) into a swizzled tile;
+   rows from `valid` on are zero-filled without reading. */
+INLINE void copy_rows(__local uchar *tile, __global const ushort *src, long row_stride, int rows,
+                      int valid, int tid)
+{
+    for (int e = tid; e < rows * DCH; e += MMA_WG) {
+        int r = e / DCH, c = e % DCH, ok = r < valid;
+        nv_cp_async16(tile + nv_swizzle(r, c, DCH), src + (ok ? r * row_stride + c * 8 : 0), ok ? 16u : 0u);
+    }
+}
+
+/* The warp's held rows wm .. as A fragments over the whole head dimension. */
+INLINE void load_held(held_frags f, __local const uchar *tile, int wm, int lane)
+{
+    int q = lane / 8, r = lane % 8;
+    #pragma unroll
+    for (int i = 0; i < FRAG_M; i++)
+        #pragma unroll
+        for (int kd = 0; kd < DK; kd++)
+            nv_ldmatrix_x4(f[i][kd], tile + nv_swizzle(wm + i * 16 + (q % 2) * 8 + r, kd * 2 + q / 2, DCH));
+}
+
+/* s = held rows x (streamed rows in tile)^T, reducing over the head dimension. */
+INLINE void product_t(score_acc s, const held_frags a, __local const uchar *tile, int lane)
+{
+    int q = lane / 8, r = lane % 8;
+    #pragma unroll
+    for (int i = 0; i < FRAG_M; i++)
+        #pragma unroll
+        for (int j = 0; j < NF; j++) s[i][j][0] = s[i][j][1] = s[i][j][2] = s[i][j][3] = 0.0f;
+    #pragma unroll
+    for (int kd = 0; kd < DK; kd++)
+        #pragma unroll
+        for (int j = 0; j < NF; j += 2) {
+            uint f[4];
+            nv_ldmatrix_x4(f, tile + nv_swizzle(j * 8 + (q / 2) * 8 + r, kd * 2 + q % 2, DCH));
+            #pragma unroll
+            for (int i = 0; i < FRAG_M; i++) {
+                MMA(s[i][j], a[i][kd], f);
+                MMA(s[i][j + 1], a[i][kd], f + 2);
+            }
+        }
+}
+
+/* acc += p x (streamed rows in tile), reducing over the streamed rows: p's accumulators
+   become A fragments (tiles 2kk and 2kk + 1 are the 16 columns of step kk). */
+INLINE void product_n(held_acc acc, const score_acc p, __local const uchar *tile, int lane)
+{
+    int q = lane / 8, r = lane % 8;
+    #pragma unroll
+    for (int kk = 0; kk < NF / 2; kk++) {
+        uint a[FRAG_M][4];
+        #pragma unroll
+        for (int i = 0; i < FRAG_M; i++) {
+            a[i][0] = PACK(p[i][2 * kk][0], p[i][2 * kk][1]);
+            a[i][1] = PACK(p[i][2 * kk][2], p[i][2 * kk][3]);
+            a[i][2] = PACK(p[i][2 * kk + 1][0], p[i][2 * kk + 1][1]);
+            a[i][3] = PACK(p[i][2 * kk + 1][2], p[i][2 * kk + 1][3]);
+        }
+        #pragma unroll
+        for (int dj = 0; dj < DF; dj += 2) {
+            uint f[4];
+            nv_ldmatrix_x4_trans(f, tile + nv_swizzle(kk * 16 + (q % 2) * 8 + r, dj + q / 2, DCH));
+            #pragma unroll
+            for (int i = 0; i < FRAG_M; i++) {
+                MMA(acc[i][dj], a[i], f);
+                MMA(acc[i][dj + 1], a[i], f + 2);
+            }
+        }
+    }
+}
+
+/* Accumulator element e of tile (i, j): held row row0 + 16 i + 8 (e / 2), streamed row
+   col0 + 8 j + e % 2, where row0 and col0 are the lane's (rows_of_lane). Masks to `value`
+   what lies at or past `limit` across, or with causal, a key after its query. */
+INLINE void mask_acc(score_acc s, int row0, int col0, int limit, int causal, int keys_across,
+                     float value)
+{
+    #pragma unroll
+    for (int i = 0; i < FRAG_M; i++)
+        #pragma unroll
+        for (int j = 0; j < NF; j++)
+            #pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int r = row0 + i * 16 + (e / 2) * 8, c = col0 + j * 8 + e % 2;
+                int after = keys_across ? c > r : r > c;
+                if (c >= limit || (causal && after)) s[i][j][e] = value;
+            }
+}
+
+/* Stores acc * mul for held rows from row0 (the lane's) below `rows`, into out (row stride rs,
+   column stride ds). */
+INLINE void store_held(__global elem_t *out, long rs, long ds, const held_acc acc, int row0,
+                       int col0, int rows, float mul)
+{
+    #pragma unroll
+    for (int i = 0; i < FRAG_M; i++)
+        #pragma unroll
+        for (int e = 0; e < 4; e++) {
+            int r = row0 + i * 16 + (e / 2) * 8;
+            if (r >= rows) continue;
+            #pragma unroll
+            for (int dj = 0; dj < DF; dj++)
+                STORE(out, r * rs + (col0 + dj * 8 + e % 2) * ds, mul * acc[i][dj][e]);
+        }
+}
+
+INLINE void zero_held(held_acc acc)
+{
+    #pragma unroll
+    for (int i = 0; i < FRAG_M; i++)
+        #pragma unroll
+        for (int dj = 0; dj < DF; dj++) acc[i][dj][0] = acc[i][dj][1] = acc[i][dj][2] = acc[i][dj][3] = 0.0f;
+}
+
+INLINE float quad_max(float x) { x = fmax(x, nv_shfl_xor(x, 1)); return fmax(x, nv_shfl_xor(x, 2)); }
+INLINE float quad_sum(float x) { x += nv_shfl_xor(x, 1); return x + nv_shfl_xor(x, 2); }
+
+#if defined(ATTN_FWD)
+/* One step of the online softmax on the accumulators: s (raw scores) becomes
+   P = 2^(s scale2 - m) with m the new row max; the lane's partial row sums l and the output
+   rows are rescaled by 2^(m_old - m_new). Half h of a tile's elements is row 8 h. */
+INLINE void softmax_acc(score_acc s, float m[FRAG_M][2], float l[FRAG_M][2], held_acc o, float scale2)
+{
+    #pragma unroll
+    for (int i = 0; i < FRAG_M; i++)
+        #pragma unroll
+        for (int h = 0; h < 2; h++) {
+            float mx = -INFINITY;
+            #pragma unroll
+            for (int j = 0; j < NF; j++) mx = fmax(mx, fmax(s[i][j][2 * h], s[i][j][2 * h + 1]));
+            float m_new = fmax(m[i][h], quad_max(mx) * scale2);
+            /* A row with no visible key yet keeps m = -inf: subtracting 0 makes exp2 give 0. */
+            float base = m_new == -INFINITY ? 0.0f : m_new, alpha = exp2(m[i][h] - base);
+            m[i][h] = m_new;
+            l[i][h] *= alpha;
+            #pragma unroll
+            for (int dj = 0; dj < DF; dj++) o[i][dj][2 * h] *= alpha, o[i][dj][2 * h + 1] *= alpha;
+            #pragma unroll
+            for (int j = 0; j < NF; j++)
+                #pragma unroll
+                for (int e = 2 * h; e < 2 * h + 2; e++) {
+                    s[i][j][e] = native_exp2(fma(s[i][j][e], scale2, -base));
+                    l[i][h] += s[i][j][e];
+                }
+        }
+}
+
+/* Grid (query blocks x MMA_WG, B x Hq), the last query blocks first with causal (they see the
+   most keys). q's tile is read into registers once; its local memory then holds K and V. */
+__kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_mma(
+    IN(q), IN(k), IN(v), OUT(o), __global float *lse, long lse_off, long4 lse_st, int Hq,
+    int group, int Lq, int Lk, int causal, float scale2)
+{
+    __local uint4 words[MAX(TILE_BYTES(BLOCK_M), 2 * TILE_BYTES(BLOCK_N)) / 16];
+    __local uchar *qs = (__local uchar *)words, *ks = qs, *vs = qs + TILE_BYTES(BLOCK_N);
+    int tid = get_local_id(0), lane = tid % 32, wm = tid / 32 * 16 * FRAG_M;
+    int blocks = (Lq + BLOCK_M - 1) / BLOCK_M, bh = get_group_id(1), b = bh / Hq, h = bh % Hq;
+    int m0 = (causal ? blocks - 1 - (int)get_group_id(0) : (int)get_group_id(0)) * BLOCK_M;
+    int rows = min(BLOCK_M, Lq - m0), n_end = causal ? min(Lk, m0 + rows) : Lk;
+    int row0 = m0 + wm + lane / 4, col_lane = 2 * (lane % 4);
+    __global const ushort *kg = (__global const ushort *)(k + HEAD(k, b, h / group));
+    __global const ushort *vg = (__global const ushort *)(v + HEAD(v, b, h / group));
+    copy_rows(qs, (__global const ushort *)(q + HEAD(q, b, h) + m0 * q_st.s2), q_st.s2, BLOCK_M, rows, tid);
+    nv_cp_async_commit();
+    NV_CP_ASYNC_WAIT(0);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    held_frags qf;
+    load_held(qf, qs, wm, lane);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (n_end > 0) copy_rows(ks, kg, k_st.s2, BLOCK_N, min(BLOCK_N, Lk), tid);
+    nv_cp_async_commit();
+
+    float m[FRAG_M][2], l[FRAG_M][2];
+    held_acc acc;
+    zero_held(acc);
+    #pragma unroll
+    for (int i = 0; i < FRAG_M; i++) m[i][0] = m[i][1] = -INFINITY, l[i][0] = l[i][1] = 0.0f;
+    for (int n0 = 0; n0 < n_end; n0 += BLOCK_N) {
+        int keys = min(BLOCK_N, Lk - n0), next = n0 + BLOCK_N;
+        copy_rows(vs, vg + n0 * v_st.s2, v_st.s2, BLOCK_N, keys, tid);
+        nv_cp_async_commit();
+        NV_CP_ASYNC_WAIT(1);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        score_acc s;
+        product_t(s, qf, ks, lane);
+        if (keys < BLOCK_N || (causal && n0 + BLOCK_N - 1 > m0))
+            mask_acc(s, row0, n0 + col_lane, Lk, causal, 1, -INFINITY);
+        softmax_acc(s, m, l, acc, scale2);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (next < n_end) copy_rows(ks, kg + next * k_st.s2, k_st.s2, BLOCK_N, min(BLOCK_N, Lk - next), tid);
+        nv_cp_async_commit();
+        NV_CP_ASYNC_WAIT(1);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        product_n(acc, s, vs, lane);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+
+    /* Rows with no key at all (Lk = 0) get o = 0 and lse = -inf, as an empty softmax would. */
+    #pragma unroll
+    for (int i = 0; i < FRAG_M; i++)
+        #pragma unroll
+        for (int hh = 0; hh < 2; hh++) {
+            float sum = quad_sum(l[i][hh]), inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+            int r = row0 + i * 16 + hh * 8;
+            if (lse && lane % 4 == 0 && r < Lq)
+                lse[lse_off + b * lse_st.s0 + h * lse_st.s1 + r * lse_st.s2] =
+                    sum > 0.0f ? (m[i][hh] + log2(sum)) * LN2 : -INFINITY;
+            #pragma unroll
+            for (int dj = 0; dj < DF; dj++) acc[i][dj][2 * hh] *= inv, acc[i][dj][2 * hh + 1] *= inv;
+        }
+    store_held(o + HEAD(o, b, h), o_st.s2, o_st.s3, acc, row0, col_lane, Lq, 1.0f);
+}
+#endif
+
+#if defined(ATTN_BWD)
+/* dS = P (dP - delta) in place of dp, from the raw scores s (which become P = 2^(s scale2 -
+   lse2)). lse2 and delta belong to the held row (dQ: rl, rd) or to the streamed column (dK/dV:
+   cl, cd); the other pair is zero. */
+INLINE void probabilities(score_acc s, score_acc dp, float scale2, const float rl[FRAG_M][2],
+                          const float rd[FRAG_M][2], const float cl[NF][2], const float cd[NF][2])
+{
+    #pragma unroll
+    for (int i = 0; i < FRAG_M; i++)
+        #pragma unroll
+        for (int j = 0; j < NF; j++)
+            #pragma unroll
+            for (int e = 0; e < 4; e++) {
+                float p = native_exp2(fma(s[i][j][e], scale2, -(rl[i][e / 2] + cl[j][e % 2])));
+                s[i][j][e] = p;
+                dp[i][j][e] = p * (dp[i][j][e] - (rd[i][e / 2] + cd[j][e % 2]));
+            }
+}
+
+/* Grid (query blocks x MMA_WG, B x Hq). A block of queries and its dO stay in registers; for
+   each key block (double-buffered K and V) the kernel recomputes P and dS and adds dS K to
+   dQ. dQ = scale * sum. */
+__kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dq_mma(
+    IN(q), IN(k), IN(v), IN(dout), __global const float *lse, long lse_off, long4 lse_st,
+    __global const float *delta, OUT(dq), int Hq, int group, int Lq, int Lk, int causal,
+    float scale2, float scale)
+{
+    __local uint4 words[MAX(2 * TILE_BYTES(BLOCK_M), 4 * TILE_BYTES(BLOCK_N)) / 16];
+    __local uchar *base = (__local uchar *)words;
+    int tid = get_local_id(0), lane = tid % 32, wm = tid / 32 * 16 * FRAG_M;
+    int blocks = (Lq + BLOCK_M - 1) / BLOCK_M, bh = get_group_id(1), b = bh / Hq, h = bh % Hq;
+    int m0 = (causal ? blocks - 1 - (int)get_group_id(0) : (int)get_group_id(0)) * BLOCK_M;
+    int rows = min(BLOCK_M, Lq - m0), n_end = causal ? min(Lk, m0 + rows) : Lk;
+    int row0 = m0 + wm + lane / 4, col_lane = 2 * (lane % 4);
+    __global const ushort *kg = (__global const ushort *)(k + HEAD(k, b, h / group));
+    __global const ushort *vg = (__global const ushort *)(v + HEAD(v, b, h / group));
+    copy_rows(base, (__global const ushort *)(q + HEAD(q, b, h) + m0 * q_st.s2), q_st.s2, BLOCK_M, rows, tid);
+    copy_rows(base + TILE_BYTES(BLOCK_M), (__global const ushort *)(dout + HEAD(dout, b, h) + m0 * dout_st.s2),
+              dout_st.s2, BLOCK_M, rows, tid);
+    nv_cp_async_commit();
+    float rl[FRAG_M][2], rd[FRAG_M][2], cz[NF][2];
+    #pragma unroll
+    for (int j = 0; j < NF; j++) cz[j][0] = cz[j][1] = 0.0f;
+    #pragma unroll
+    for (int i = 0; i < FRAG_M; i++)
+        #pragma unroll
+        for (int hh = 0; hh < 2; hh++) {
+            int r = row0 + i * 16 + hh * 8, ok = r < Lq;
+            rl[i][hh] = ok ? LOG2E * lse[lse_off + b * lse_st.s0 + h * lse_st.s1 + r * lse_st.s2] : 0.0f;
+            rd[i][hh] = ok ? delta[(long)bh * Lq + r] : 0.0f;
+        }
+    NV_CP_ASYNC_WAIT(0);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    held_frags qf, df;
+    load_held(qf, base, wm, lane);
+    load_held(df, base + TILE_BYTES(BLOCK_M), wm, lane);
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    held_acc acc;
+    zero_held(acc);
+    int steps = (n_end + BLOCK_N - 1) / BLOCK_N;
+    for (int t = 0; t <= steps; t++) {
+        /* Step t copies key block t into stage t % 2 and computes block t - 1. */
+        if (t < steps) {
+            __local uchar *ks = base + (t % 2) * 2 * TILE_BYTES(BLOCK_N);
+            int n0 = t * BLOCK_N, keys = min(BLOCK_N, Lk - n0);
+            copy_rows(ks, kg + n0 * k_st.s2, k_st.s2, BLOCK_N, keys, tid);
+            copy_rows(ks + TILE_BYTES(BLOCK_N), vg + n0 * v_st.s2, v_st.s2, BLOCK_N, keys, tid);
+        }
+        nv_cp_async_commit();
+        if (t == 0) continue;
+        NV_CP_ASYNC_WAIT(1);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        __local uchar *ks = base + ((t - 1) % 2) * 2 * TILE_BYTES(BLOCK_N);
+        int n0 = (t - 1) * BLOCK_N;
+        score_acc s, dp;
+        product_t(s, qf, ks, lane);
+        product_t(dp, df, ks + TILE_BYTES(BLOCK_N), lane);
+        if (n0 + BLOCK_N > Lk || (causal && n0 + BLOCK_N - 1 > m0))
+            mask_acc(s, row0, n0 + col_lane, Lk, causal, 1, -INFINITY);
+        probabilities(s, dp, scale2, rl, rd, cz, cz);
+        product_n(acc, dp, ks, lane);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    store_held(dq + HEAD(dq, b, h), dq_st.s2, dq_st.s3, acc, row0, col_lane, Lq, scale);
+}
+
+/* Grid (key blocks x MMA_WG, B x Hkv). A block of keys and values stays in registers; the
+   kernel walks every (query head of the group, query block that sees the keys) pair in a
+   fixed order (grouped-query sums are deterministic), double-buffering q and dO, recomputes
+   P^T and dS^T, and adds P^T dO to dV and dS^T q to dK. dK = scale * sum. */
+__kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dkdv_mma(
+    IN(q), IN(k), IN(v), IN(dout), __global const float *lse, long lse_off, long4 lse_st,
+    __global const float *delta, OUT(dk), OUT(dv), int Hq, int group, int Lq, int Lk, int causal,
+    float scale2, float scale)
+{
+    __local uint4 words[MAX(2 * TILE_BYTES(BLOCK_M), 4 * TILE_BYTES(BLOCK_N)) / 16];
+    __local uchar *base = (__local uchar *)words;
+    int tid = get_local_id(0), lane = tid % 32, wm = tid / 32 * 16 * FRAG_M;
+    int Hkv = Hq / group, bg = get_group_id(1), b = bg / Hkv, g = bg % Hkv;
+    int m0 = get_group_id(0) * BLOCK_M, rows = min(BLOCK_M, Lk - m0);
+    int row0 = m0 + wm + lane / 4, col_lane = 2 * (lane % 4);
+    copy_rows(base, (__global const ushort *)(k + HEAD(k, b, g) + m0 * k_st.s2), k_st.s2, BLOCK_M, rows, tid);
+    copy_rows(base + TILE_BYTES(BLOCK_M), (__global const ushort *)(v + HEAD(v, b, g) + m0 * v_st.s2),
+              v_st.s2, BLOCK_M, rows, tid);
+    nv_cp_async_commit();
+    NV_CP_ASYNC_WAIT(0);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    held_frags kf, vf;
+    load_held(kf, base, wm, lane);
+    load_held(vf, base + TILE_BYTES(BLOCK_M), wm, lane);
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    /* With causal, queries before the first key see none of the block. */
+    int n_start = causal ? m0 / BLOCK_N * BLOCK_N : 0;
+    int per_head = Lq > n_start ? (Lq - n_start + BLOCK_N - 1) / BLOCK_N : 0, steps = group * per_head;
+    float rz[FRAG_M][2];
+    #pragma unroll
+    for (int i = 0; i < FRAG_M; i++) rz[i][0] = rz[i][1] = 0.0f;
+    held_acc dk_acc, dv_acc;
+    zero_held(dk_acc);
+    zero_held(dv_acc);
+    for (int t = 0; t <= steps; t++) {
+        /* Step t copies (head, query block) t into stage t % 2 and computes t - 1. */
+        if (t < steps) {
+            __local uchar *qs = base + (t % 2) * 2 * TILE_BYTES(BLOCK_N);
+            int h = g * group + t / per_head, n0 = n_start + (t % per_head) * BLOCK_N;
+            int queries = min(BLOCK_N, Lq - n0);
+            copy_rows(qs, (__global const ushort *)(q + HEAD(q, b, h) + n0 * q_st.s2), q_st.s2,
+                      BLOCK_N, queries, tid);
+            copy_rows(qs + TILE_BYTES(BLOCK_N), (__global const ushort *)(dout + HEAD(dout, b, h) + n0 * dout_st.s2),
+                      dout_st.s2, BLOCK_N, queries, tid);
+        }
+        nv_cp_async_commit();
+        if (t == 0) continue;
+        int h = g * group + (t - 1) / per_head, n0 = n_start + ((t - 1) % per_head) * BLOCK_N;
+        /* The statistics of the lane's query columns; columns past Lq get lse = +inf: P = 0. */
+        float cl[NF][2], cd[NF][2];
+        #pragma unroll
+        for (int j = 0; j < NF; j++)
+            #pragma unroll
+            for (int e = 0; e < 2; e++) {
+                int c = n0 + col_lane + j * 8 + e, ok = c < Lq;
+                cl[j][e] = ok ? LOG2E * lse[lse_off + b * lse_st.s0 + h * lse_st.s1 + c * lse_st.s2] : INFINITY;
+                cd[j][e] = ok ? delta[((long)b * Hq + h) * Lq + c] : 0.0f;
+            }
+        NV_CP_ASYNC_WAIT(1);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        __local uchar *qs = base + ((t - 1) % 2) * 2 * TILE_BYTES(BLOCK_N);
+        score_acc s, dp;
+        product_t(s, kf, qs, lane);
+        product_t(dp, vf, qs + TILE_BYTES(BLOCK_N), lane);
+        if (causal && m0 + BLOCK_M - 1 > n0) mask_acc(s, row0, n0 + col_lane, Lq, 1, 0, -INFINITY);
+        probabilities(s, dp, scale2, rz, rz, cl, cd);
+        product_n(dv_acc, s, qs + TILE_BYTES(BLOCK_N), lane);
+        product_n(dk_acc, dp, qs, lane);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    store_held(dv + HEAD(dv, b, g), dv_st.s2, dv_st.s3, dv_acc, row0, col_lane, Lk, 1.0f);
+    store_held(dk + HEAD(dk, b, g), dk_st.s2, dk_st.s3, dk_acc, row0, col_lane, Lk, scale);
+}
+#endif
+#endif /* WARPS */
 
 #endif

@@ -73,6 +73,31 @@ NV_INLINE void nv_mma_bf16(float *d, const uint *a, const uint *b)
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+/* Two f32 values rounded into one register of an mma A fragment (lo the lower column):
+   how attention feeds its probabilities, still in accumulators, to the second product. */
+NV_INLINE uint nv_pack_f16x2(float lo, float hi)
+{
+    uint r;
+    __asm__("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+NV_INLINE uint nv_pack_bf16x2(float lo, float hi)
+{
+    uint r;
+    __asm__("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+/* v from the lane whose index differs by `mask`: the four lanes that share an accumulator
+   row reduce it with masks 1 and 2 (NVIDIA's OpenCL has no sub-group shuffle). */
+NV_INLINE float nv_shfl_xor(float v, int mask)
+{
+    float r;
+    __asm__ volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(r) : "f"(v), "r"(mask));
+    return r;
+}
+
 /* Byte offset of 16-byte chunk `chunk` of row `row` in a tile of `chunks` chunks a row, XOR
    swizzled: the eight rows one ldmatrix reads at the same logical chunk land in eight
    different 16-byte bank groups, with no padding (padding would break cp.async alignment

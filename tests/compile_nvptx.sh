@@ -2,10 +2,11 @@
 # Assembles the NVIDIA tensor-core kernels offline, as the recipe of shared/gpu/NVIDIA-PTX.md
 # does: clang-19 (OpenCL C with inline PTX -> PTX, libclc-19's builtins linked in), then
 # ptxas for sm_80 and sm_90. Catches a broken fast path without a GPU: PTX syntax, operand
-# constraints, registers and spills (printed per kernel build). The configurations are the
+# constraints, registers and spills (printed per kernel). The configurations are the
 # tensor-core tiles of host/ops/matmul.c (its mma_shapes table) in both operand dtypes and
-# every operand layout. Prints "nvptx-compile: N passed, M failed"; exits nonzero on any
-# failure.
+# every operand layout, and those of host/ops/attention.c (mma_fwd, mma_bwd) for each head
+# dim whose tiles fit 48 KiB of local memory, in both dtypes. Prints "nvptx-compile: N passed,
+# M failed"; exits nonzero on any failure.
 # Usage: tests/compile_nvptx.sh [CLANG=clang-19]
 set -u
 clang=${1:-clang-19}
@@ -18,24 +19,28 @@ pass=0 fail=0
 [ -x "$ptxas" ] || { echo "ptxas not found (CUDA toolkit)"; fail=1; }
 [ -f "$libclc" ] || { echo "$libclc not found (Debian package libclc-19)"; fail=1; }
 
-# "{128, 256, 32, 2, 4, 2}," rows between "mma_shapes[][6] = {" and "};"
-shapes=$(awk '/mma_shapes\[\]\[6\] = \{/ {f = 1; next} f && /^};/ {exit} f' "$root/host/ops/matmul.c" |
-  grep -o '{[0-9, ]*}' | tr -d '{} ')
-[ -n "$shapes" ] || { echo "no mma_shapes table in host/ops/matmul.c"; fail=$((fail + 1)); }
 
-# build NAME SM OPTIONS...: one clang + ptxas run, its resource line on success
+# table FILE NAME: the rows of the array NAME ("NAME[..] = {{1, 2}, ..};", over one line or
+# more) in FILE, one a line
+table() {
+  awk -v start="$2\\[" 'index($0, "};") && f {print; exit} $0 ~ start && /= \{/ {f = 1} f {print; if (index($0, "};")) exit}' "$1" |
+    grep -o '{[0-9, ]*}' | tr -d '{} '
+}
+
+# build NAME SM FILE OPTIONS...: one clang + ptxas run, each kernel's resources on success
 build() {
-  local name=$1 sm=$2
-  shift 2
+  local name=$1 sm=$2 file=$3
+  shift 3
   if out=$("$clang" -cl-std=CL1.2 -target nvptx64-nvidia-nvcl -O2 -Wno-linker-warnings \
         -Xclang -target-cpu -Xclang "sm_$sm" -Xclang -target-feature -Xclang +ptx80 \
         -Xclang -finclude-default-header -Xclang -mlink-builtin-bitcode -Xclang "$libclc" \
-        -I "$root/cl" -D CLKIT_WARP=32 -D CLKIT_NV_SM="$sm" "$@" -S "$root/cl/matmul.cl" \
+        -I "$root/cl" -D CLKIT_WARP=32 -D CLKIT_NV_SM="$sm" "$@" -S "$root/cl/$file" \
         -o "$tmp/k.ptx" 2>&1) &&
      out=$("$ptxas" -arch="sm_$sm" -v "$tmp/k.ptx" -o "$tmp/k.cubin" 2>&1); then
     pass=$((pass + 1))
-    echo "sm_$sm $name: $(echo "$out" | grep -A3 "entry function 'matmul_mma'" |
-      grep -o '[0-9]* bytes spill stores\|Used [0-9]* registers' | paste -sd ' ')"
+    echo "sm_$sm $name: $(echo "$out" | grep -A3 "entry function '[a-z_]*mma'" |
+      grep -o "function '[a-z_]*'\|[0-9]* bytes spill stores\|Used [0-9]* registers" |
+      sed "s/function '\(.*\)'/\1:/" | paste -sd ' ')"
   else
     fail=$((fail + 1))
     echo "FAIL sm_$sm $name $*"
@@ -43,6 +48,8 @@ build() {
   fi
 }
 
+shapes=$(table "$root/host/ops/matmul.c" mma_shapes)
+[ -n "$shapes" ] || { echo "no mma_shapes table in host/ops/matmul.c"; fail=$((fail + 1)); }
 for s in $shapes; do
   IFS=, read -r bm bn bk wm wn st <<<"$s"
   tile="-D KERNEL=4 -D BLOCK_M=$bm -D BLOCK_N=$bn -D BLOCK_K=$bk -D WARPS_M=$wm -D WARPS_N=$wn -D STAGES=$st -D GROUP_M=8"
@@ -50,13 +57,34 @@ for s in $shapes; do
     for layout in "1 0" "1 1" "0 0" "0 1"; do
       read -r ak bn_ <<<"$layout"
       # shellcheck disable=SC2086 # $tile is a list of flags
-      build "${bm}x${bn}x${bk} w${wm}x${wn} s$st f16 A_KMAJOR=$ak B_NMAJOR=$bn_" "$sm" $tile \
+      build "${bm}x${bn}x${bk} w${wm}x${wn} s$st f16 A_KMAJOR=$ak B_NMAJOR=$bn_" "$sm" matmul.cl $tile \
         -D A_DTYPE=F16 -D B_DTYPE=F16 -D C_DTYPE=F32 -D A_KMAJOR="$ak" -D B_NMAJOR="$bn_"
     done
     # shellcheck disable=SC2086
-    build "${bm}x${bn}x${bk} w${wm}x${wn} s$st bf16>bf16" "$sm" $tile -D A_DTYPE=BF16 \
+    build "${bm}x${bn}x${bk} w${wm}x${wn} s$st bf16>bf16" "$sm" matmul.cl $tile -D A_DTYPE=BF16 \
       -D B_DTYPE=BF16 -D C_DTYPE=BF16 -D A_KMAJOR=1 -D B_NMAJOR=1 -D MMA_BF16
   done
 done
+# attention PASS ROWS_PER_STAGE: each tile of the pass's table (BLOCK_M, BLOCK_N, WARPS) for
+# every head dim where its local memory (cl/attention.cl: the held tiles or the streamed
+# stages, 2 bytes an element) fits 48 KiB
+attention() {
+  local pass=$1 tiles
+  tiles=$(table "$root/host/ops/attention.c" "mma_$pass")
+  [ -n "$tiles" ] || { echo "no mma_$pass table in host/ops/attention.c"; fail=$((fail + 1)); }
+  for t in $tiles; do
+    IFS=, read -r bm bn w <<<"$t"
+    for d in 16 32 64 128; do
+      if [ "$pass" = fwd ]; then rows=$((bm > 2 * bn ? bm : 2 * bn)); else rows=$((2 * bm > 4 * bn ? 2 * bm : 4 * bn)); fi
+      [ $((rows * d * 2)) -le 49152 ] || continue
+      for dt in F16 BF16; do
+        build "attention $pass ${bm}x${bn} w$w d$d $dt" 90 attention.cl -D "DTYPE_$dt" \
+          -D "ATTN_${pass^^}" -D HEAD_DIM="$d" -D BLOCK_M="$bm" -D BLOCK_N="$bn" -D WARPS="$w"
+      done
+    done
+  done
+}
+attention fwd
+attention bwd
 echo "nvptx-compile: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

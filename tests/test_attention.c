@@ -32,7 +32,8 @@ typedef struct dev {
 
 /* Layouts of a (B, H, L, D) tensor, or (B, H, L) for lse: 'c' contiguous; 'p' with H and L
    swapped in memory ((B, L, H, D), as a fused QKV projection leaves them), rows padded and an
-   element offset; 's' contiguous order with the last dimension strided by 2. */
+   element offset; 'h' the same with the padding and offset 8 elements (aligned for the tensor
+   cores); 's' contiguous order with the last dimension strided by 2. */
 /* Element offset in the buffer of the view's i-th element (row-major order). */
 static size_t at(const dev *d, int64_t i)
 {
@@ -48,9 +49,9 @@ static dev make_dev(clkit_context *ctx, clkit_dtype dt, int ndim, const int64_t 
                     char layout, const double *vals)
 {
     int perm[4] = {0, 1, 2, 3};
-    if (layout == 'p') perm[1] = 2, perm[2] = 1;
-    int64_t strides[4], run = layout == 's' ? 2 : 1, pad = layout == 'p' ? 3 : 0;
-    size_t lead = layout == 'p' ? 5 : 0;
+    if (layout == 'p' || layout == 'h') perm[1] = 2, perm[2] = 1;
+    int64_t strides[4], run = layout == 's' ? 2 : 1, pad = layout == 'p' ? 3 : layout == 'h' ? 8 : 0;
+    size_t lead = (size_t)pad + (layout == 'p' ? 2 : 0);
     for (int i = ndim - 1; i >= 0; i--) {
         strides[perm[i]] = run;
         run = run * (shape[perm[i]] ? shape[perm[i]] : 1) + (i == ndim - 1 ? pad : 0);
@@ -108,16 +109,19 @@ static acase basic(clkit_dtype dt, int64_t d, int64_t lq, int64_t lk, int causal
 }
 
 /* Errors allowed: the f32 arithmetic, a fraction of the largest reference value (a sum of many
-   terms rounds relative to its largest), plus one rounding of each output to its dtype. */
+   terms rounds relative to its largest), plus one rounding of each output to its dtype. The
+   tensor-core kernels (rounded_p) also round P and dS to the storage dtype before the products
+   that take them, as FlashAttention does: up to one rounding of the largest value more. */
 static void expect_close(const double *got, const double *want, int64_t n, clkit_dtype dt,
-                         const char *name, const char *what)
+                         int rounded_p, const char *name, const char *what)
 {
     double mx = 0, frac = 3e-5;
     for (int64_t i = 0; i < n; i++)
         if (isfinite(want[i])) mx = fmax(mx, fabs(want[i]));
     double round = dt == CLKIT_F16 ? 0x1p-11 : dt == CLKIT_BF16 ? 0x1p-8 : 0;
+    double abs_err = (frac + (rounded_p ? round : 0)) * mx + 1e-30;
     for (int64_t i = 0; i < n; i++)
-        if (!tu_close(got[i], want[i], frac * mx + 1e-30, round + frac))
+        if (!tu_close(got[i], want[i], abs_err, round + frac))
             ck_abort_msg("%s: %s[%lld] is %.9g, expected %.9g (largest %.3g)", what, name,
                          (long long)i, got[i], want[i], mx);
 }
@@ -166,7 +170,7 @@ static ref_attention_dims dims_of(const acase *c)
    to each other (grouped-query sums in a fixed order). o and lse are the device's forward. */
 static void check_backward(clkit_context *ctx, const acase *c, const host_data *h, const dev *q,
                            const dev *k, const dev *v, const dev *o, const dev *lse,
-                           const double *o_host, const char *what)
+                           const double *o_host, int rounded_p, const char *what)
 {
     int64_t qs[4] = {c->b, c->hq, c->lq, c->d}, ks[4] = {c->b, c->hkv, c->lk, c->d};
     dev dout = make_dev(ctx, c->dt, 4, qs, c->in, h->dout);
@@ -192,7 +196,7 @@ static void check_backward(clkit_context *ctx, const acase *c, const host_data *
     }
     for (int i = 0; i < 3; i++) {
         int64_t n = i == 0 ? h->nq : h->nk;
-        expect_close(got[0][i], want[i], n, c->dt, names[i], what);
+        expect_close(got[0][i], want[i], n, c->dt, rounded_p, names[i], what);
         ck_assert_msg(memcmp(got[0][i], got[1][i], (size_t)n * sizeof(double)) == 0,
                       "%s: %s differs between two runs", what, names[i]);
         free(want[i]), free(got[0][i]), free(got[1][i]);
@@ -200,9 +204,19 @@ static void check_backward(clkit_context *ctx, const acase *c, const host_data *
     drop(&dout), drop(&dq), drop(&dk), drop(&dv);
 }
 
+/* Whether this case may run on the tensor cores (the host decides by layout too; the wider
+   tolerance then applies to every f16/bf16 case of such a device). */
+static int tensor_cores(clkit_context *ctx, clkit_dtype dt)
+{
+    struct clkit_device_props p;
+    TU_CHECK(clkit_device_props(ctx, &p));
+    return p.tensor_cores && dt != CLKIT_F32;
+}
+
 /* Forward (and, unless no_lse, backward) of one case against the reference. */
 static void check_case(clkit_context *ctx, const acase *c)
 {
+    int rounded_p = tensor_cores(ctx, c->dt);
     char what[160];
     describe(c, what, sizeof what);
     host_data h = make_inputs(c);
@@ -219,11 +233,11 @@ static void check_case(clkit_context *ctx, const acase *c)
     ref_attention_dims a = dims_of(c);
     ref_attention_forward(&a, h.q, h.k, h.v, o_want, l_want);
     read_view(ctx, &o, o_got, what);
-    expect_close(o_got, o_want, h.nq, c->dt, "o", what);
+    expect_close(o_got, o_want, h.nq, c->dt, rounded_p, "o", what);
     if (!c->no_lse) {
         read_view(ctx, &lse, l_got, what);
-        expect_close(l_got, l_want, h.nl, CLKIT_F32, "lse", what);
-        check_backward(ctx, c, &h, &q, &k, &v, &o, &lse, o_got, what);
+        expect_close(l_got, l_want, h.nl, CLKIT_F32, 0, "lse", what);
+        check_backward(ctx, c, &h, &q, &k, &v, &o, &lse, o_got, rounded_p, what);
     }
     free(o_got), free(o_want), free(l_got), free(l_want);
     drop(&q), drop(&k), drop(&v), drop(&o), drop(&lse);
@@ -317,6 +331,30 @@ START_TEST(dtypes)
 }
 END_TEST
 
+/* The tensor-core kernels' shapes in f16 and bf16: every head dim they take (128 and 256 fall
+   back to the portable backward), lengths at and off their 32-, 64- and 128-row blocks, grouped
+   queries, aligned (B, L, H, D)-ordered inputs (the fast path), unaligned ones and a strided
+   head dimension (the portable path on the same device). Devices without tensor cores run one case a dtype. */
+START_TEST(tensor_core_shapes)
+{
+    clkit_context *ctx = tu_ctx();
+    static const clkit_dtype dts[] = {CLKIT_F16, CLKIT_BF16};
+    static const int64_t dims[] = {16, 32, 64, 128}, lens[][2] = {{130, 130}, {64, 65}, {17, 200}, {200, 17}};
+    for (size_t i = 0; i < 2; i++) {
+        int full = tensor_cores(ctx, dts[i]);
+        for (size_t d = 0; d < (full ? 4 : 1); d++)
+            for (size_t l = 0; l < (full ? 4 : 1); l++) {
+                acase c = basic(dts[i], dims[d], lens[l][0], lens[l][1], (int)(l % 2));
+                c.hq = 4, c.hkv = l < 2 ? 2 : 4;
+                c.in = l == 3 ? 's' : l == 2 ? 'p' : 'h';
+                c.out = l == 1 ? 'p' : 'c';
+                check_case(ctx, &c);
+            }
+    }
+    clkit_context_release(ctx);
+}
+END_TEST
+
 /* (B, L, H, D)-ordered, padded and offset views; a strided head dimension; in any mix. */
 START_TEST(layouts)
 {
@@ -355,7 +393,7 @@ START_TEST(options)
     read_view(ctx, &o, got, "NULL options");
     ref_attention_dims a = dims_of(&c);
     ref_attention_forward(&a, h.q, h.k, h.v, want, NULL);
-    expect_close(got, want, 1280, CLKIT_F32, "o", "NULL options");
+    expect_close(got, want, 1280, CLKIT_F32, 0, "o", "NULL options");
     drop(&q), drop(&k), drop(&v), drop(&o);
     free_inputs(&h);
     clkit_context_release(ctx);
@@ -594,6 +632,7 @@ int main(void)
     tcase_add_test(tc, lengths);
     tcase_add_test(tc, grouped_query);
     tcase_add_test(tc, dtypes);
+    tcase_add_test(tc, tensor_core_shapes);
     tcase_add_test(tc, layouts);
     tcase_add_test(tc, options);
     tcase_add_test(tc, cached_tiles);

@@ -1,6 +1,8 @@
-/* clkit_attention_forward / _backward: validation, the choice of tiles (a tuned entry from the
-   cache, else a heuristic from the device's local memory and work-group limits; a tile whose
-   built kernel does not fit gives way to the next smaller one) and the launches. */
+/* clkit_attention_forward / _backward: validation, the choice of path and tiles and the
+   launches. f16/bf16 on NVIDIA sm_80+ take the tensor-core kernels when q, k, v (and dO) suit
+   cp.async; otherwise the portable kernels run with a tuned entry from the cache, else a
+   heuristic from the device's local memory and work-group limits (a tile whose built kernel
+   does not fit gives way to the next smaller one). */
 #include "../tune.h"
 
 #include <math.h>
@@ -12,6 +14,12 @@
 typedef struct tiles {
     int bm, bn, tm, tn, sd, sn;
 } tiles;
+
+/* What the launches need of the chosen kernels: rows held per work-group, its work-items. */
+typedef struct plan {
+    int bm;
+    size_t wg;
+} plan;
 
 typedef struct problem {
     int64_t b, hq, hkv, lq, lk, d;
@@ -293,7 +301,7 @@ static int kernel_fits(clkit_context *ctx, cl_kernel k, const tiles *t)
 
 /* The kernels of the first candidate whose build fits (names[0..n)), and its tiles. */
 static clkit_status pick_kernels(clkit_context *ctx, const problem *p, int bwd, const char *const *names,
-                                 int n, cl_kernel *ks, tiles *chosen)
+                                 int n, cl_kernel *ks, plan *chosen)
 {
     tiles cands[24];
     int nc = candidates(ctx, p, bwd, cands, 24);
@@ -308,7 +316,7 @@ static clkit_status pick_kernels(clkit_context *ctx, const problem *p, int bwd, 
             fits = strcmp(names[i], "attn_bwd_delta") == 0 || kernel_fits(ctx, ks[i], &cands[c]);
         }
         if (fits) {
-            *chosen = cands[c];
+            chosen->bm = cands[c].bm, chosen->wg = (size_t)work_items(&cands[c]);
             return CLKIT_OK;
         }
         clkit_log(CLKIT_LOG_INFO, "attention: tiles %dx%d (%dx%d) exceed the built kernel's limits, "
@@ -316,6 +324,112 @@ static clkit_status pick_kernels(clkit_context *ctx, const problem *p, int bwd, 
     }
     return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "attention: no tile size fits this device's local "
                       "memory and work-group limits for head dim %lld", (long long)p->d);
+}
+
+/* ---- tensor cores ---- */
+
+/* Rows held (BLOCK_M), rows streamed (BLOCK_N) and warps of cl/attention.cl's mma kernels. */
+typedef struct mma_tiles {
+    int bm, bn, warps;
+} mma_tiles;
+
+/* Largest first; each warp holds 16 or 32 rows. */
+static const mma_tiles mma_fwd[] = {{128, 64, 4}, {64, 64, 4}, {64, 32, 4}};
+static const mma_tiles mma_bwd[] = {{64, 64, 4}, {64, 32, 4}, {32, 32, 2}};
+
+/* Registers a lane keeps in fragments and accumulators (each FRAG_M = bm / warps / 16 rows
+   of 16): held A fragments (d / 4 each), head-dimension accumulators (d / 2 each) and score
+   accumulators (bn / 2 each). Beyond MMA_REGISTERS the kernel spills. */
+#define MMA_REGISTERS 176
+
+static int mma_registers(const mma_tiles *t, int d, int bwd)
+{
+    int frag_m = t->bm / t->warps / 16, dkdv = 2 * (d / 4) + 2 * (d / 2) + 2 * (t->bn / 2);
+    int fwd = d / 4 + d / 2 + t->bn / 2, dq = 2 * (d / 4) + d / 2 + 2 * (t->bn / 2);
+    return frag_m * (bwd ? (dq > dkdv ? dq : dkdv) : fwd);
+}
+
+static int mma_tiles_legal(const struct clkit_device_props *dp, const mma_tiles *t, int d, int bwd)
+{
+    uint64_t row = (uint64_t)d * 2, bm = (uint64_t)t->bm, bn = (uint64_t)t->bn;
+    uint64_t local = bwd ? (2 * bm > 4 * bn ? 2 * bm : 4 * bn) * row : (bm > 2 * bn ? bm : 2 * bn) * row;
+    return t->bm % (16 * t->warps) == 0 && (size_t)(t->warps * 32) <= dp->max_work_group &&
+           local <= dp->local_mem && mma_registers(t, d, bwd) <= MMA_REGISTERS;
+}
+
+/* cp.async moves 16-byte chunks of 8 elements along the head dimension: it must be
+   contiguous, and every other stride and the offset must keep chunks 16-byte aligned. */
+static int mma_view(const clkit_tensor *t)
+{
+    size_t es = clkit_dtype_size(t->dtype);
+    if (t->strides[3] != 1 || t->offset % (8 * es) != 0) return 0;
+    for (int i = 0; i < 3; i++)
+        if (t->shape[i] > 1 && t->strides[i] % 8 != 0) return 0;
+    return 1;
+}
+
+/* The tensor-core kernels' tiles for this problem, if it can take them. */
+static int mma_choice(const clkit_context *ctx, const problem *p, int bwd,
+                      const clkit_tensor *const *ins, int nin, mma_tiles *out)
+{
+    if (!ctx->props.tensor_cores || ctx->fast_path_failed ||
+        (p->dtype != CLKIT_F16 && p->dtype != CLKIT_BF16))
+        return 0;
+    for (int i = 0; i < nin; i++)
+        if (!mma_view(ins[i])) return 0;
+    const mma_tiles *list = bwd ? mma_bwd : mma_fwd;
+    for (int i = 0; i < 3; i++)
+        if (mma_tiles_legal(&ctx->props, &list[i], (int)p->d, bwd)) {
+            *out = list[i];
+            return 1;
+        }
+    return 0;
+}
+
+/* Builds the tensor-core kernels (names[0..n)) for t. *used says whether they run: a program
+   that does not build (a driver whose compiler refuses some PTX) turns the fast path off for
+   the context, with a warning, and the portable kernels run instead. */
+static clkit_status build_mma(clkit_context *ctx, const problem *p, int bwd, const mma_tiles *t,
+                              const char *const *names, int n, cl_kernel *ks, plan *out, int *used)
+{
+    char opts[512];
+    snprintf(opts, sizeof opts, "%s -D %s -D HEAD_DIM=%d -D BLOCK_M=%d -D BLOCK_N=%d -D WARPS=%d",
+             clkit_dtype_macro(p->dtype), bwd ? "ATTN_BWD" : "ATTN_FWD", (int)p->d, t->bm, t->bn,
+             t->warps);
+    *used = 0;
+    for (int i = 0; i < n; i++) {
+        clkit_status s = clkit_get_kernel(ctx, "attention.cl", names[i], opts, &ks[i]);
+        if (s == CLKIT_ERR_BUILD) {
+            clkit_log(CLKIT_LOG_WARN, "tensor-core attention failed to build, using the portable "
+                      "kernels: %s", clkit_last_error(ctx));
+            ctx->fast_path_failed = true;
+            clkit_clear_error(ctx);
+            return CLKIT_OK;
+        }
+        if (s) return s;
+        if (strcmp(names[i], "attn_bwd_delta") != 0 &&
+            (size_t)(t->warps * 32) > clkit_kernel_wg_limit(ctx, ks[i]))
+            return CLKIT_OK;
+    }
+    out->bm = t->bm, out->wg = (size_t)(t->warps * 32);
+    *used = 1;
+    return CLKIT_OK;
+}
+
+/* The tensor-core kernels when the problem and the device take them, else the portable ones
+   (names_portable), with their plan. */
+static clkit_status choose_kernels(clkit_context *ctx, const problem *p, int bwd,
+                                   const clkit_tensor *const *ins, int nin,
+                                   const char *const *names_mma, const char *const *names_portable,
+                                   int n, cl_kernel *ks, plan *out)
+{
+    mma_tiles mt;
+    if (mma_choice(ctx, p, bwd, ins, nin, &mt)) {
+        int used;
+        clkit_status s = build_mma(ctx, p, bwd, &mt, names_mma, n, ks, out, &used);
+        if (s || used) return s;
+    }
+    return pick_kernels(ctx, p, bwd, names_portable, n, ks, out);
 }
 
 static size_t groups_of(int64_t rows, int block) { return (size_t)((rows + block - 1) / block); }
@@ -340,10 +454,10 @@ clkit_status clkit_attention_forward(clkit_context *ctx, const clkit_tensor *q,
     if ((s = check_outputs(ctx, lse ? 2 : 1, outs, out_names, 3, ins, in_names))) return s;
     if (p.b * p.hq * p.lq == 0) return CLKIT_OK;
 
-    static const char *const names[] = {"attn_fwd"};
+    static const char *const names[] = {"attn_fwd"}, *const names_mma[] = {"attn_fwd_mma"};
     cl_kernel kern;
-    tiles t;
-    if ((s = pick_kernels(ctx, &p, 0, names, 1, &kern, &t))) return s;
+    plan t;
+    if ((s = choose_kernels(ctx, &p, 0, ins, 3, names_mma, names, 1, &kern, &t))) return s;
     kview vq = kview_of(q), vk = kview_of(k), vv = kview_of(v), vo = kview_of(o), vl = kview_of(lse);
     cl_int hq = (cl_int)p.hq, group = (cl_int)(p.hq / p.hkv), lq = (cl_int)p.lq, lk = (cl_int)p.lk;
     cl_int causal = p.causal;
@@ -353,8 +467,7 @@ clkit_status clkit_attention_forward(clkit_context *ctx, const clkit_tensor *q,
     arg(&a, 4, &hq), arg(&a, 4, &group), arg(&a, 4, &lq), arg(&a, 4, &lk), arg(&a, 4, &causal);
     arg(&a, 4, &scale2);
     if ((s = args_done(ctx, &a))) return s;
-    size_t wg = (size_t)work_items(&t);
-    size_t global[2] = {groups_of(p.lq, t.bm) * wg, (size_t)(p.b * p.hq)}, local[2] = {wg, 1};
+    size_t global[2] = {groups_of(p.lq, t.bm) * t.wg, (size_t)(p.b * p.hq)}, local[2] = {t.wg, 1};
     return clkit_launch(ctx, kern, 2, global, local);
 }
 
@@ -380,7 +493,7 @@ static clkit_status launch_delta(clkit_context *ctx, cl_kernel kern, const probl
 
 /* dq (dkdv 0) or dk and dv (dkdv 1): the arguments the two kernels share, then the launch. */
 static clkit_status launch_grad(clkit_context *ctx, cl_kernel kern, const problem *p,
-                                const tiles *t, const bwd_views *bv, int dkdv)
+                                const plan *t, const bwd_views *bv, int dkdv)
 {
     cl_int hq = (cl_int)p->hq, group = (cl_int)(p->hq / p->hkv), lq = (cl_int)p->lq;
     cl_int lk = (cl_int)p->lk, causal = p->causal;
@@ -395,10 +508,9 @@ static clkit_status launch_grad(clkit_context *ctx, cl_kernel kern, const proble
     arg(&a, 4, &scale2), arg(&a, 4, &scale);
     clkit_status s = args_done(ctx, &a);
     if (s) return s;
-    size_t wg = (size_t)work_items(t);
-    size_t global[2] = {groups_of(dkdv ? p->lk : p->lq, t->bm) * wg,
+    size_t global[2] = {groups_of(dkdv ? p->lk : p->lq, t->bm) * t->wg,
                         (size_t)(p->b * (dkdv ? p->hkv : p->hq))};
-    size_t local[2] = {wg, 1};
+    size_t local[2] = {t->wg, 1};
     return clkit_launch(ctx, kern, 2, global, local);
 }
 
@@ -436,9 +548,11 @@ clkit_status clkit_attention_backward(clkit_context *ctx, const clkit_tensor *q,
     if (!has_q && !has_kv) return CLKIT_OK;
 
     static const char *const names[] = {"attn_bwd_delta", "attn_bwd_dkdv", "attn_bwd_dq"};
+    static const char *const names_mma[] = {"attn_bwd_delta", "attn_bwd_dkdv_mma", "attn_bwd_dq_mma"};
+    const clkit_tensor *ins[4] = {q, k, v, dout};
     cl_kernel kern[3];
-    tiles t;
-    if ((s = pick_kernels(ctx, &p, 1, names, 3, kern, &t))) return s;
+    plan t;
+    if ((s = choose_kernels(ctx, &p, 1, ins, 4, names_mma, names, 3, kern, &t))) return s;
     bwd_views bv = {kview_of(q), kview_of(k), kview_of(v), kview_of(o), kview_of(dout),
                     kview_of(lse), kview_of(dq), kview_of(dk), kview_of(dv), {0}};
     size_t delta_bytes = (size_t)(p.b * p.hq * p.lq) * sizeof(float);
