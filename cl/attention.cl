@@ -454,7 +454,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_bwd_dkdv(
    on the accumulators (a row lives in the four lanes of a quad, reduced by shuffles), and P or
    dS goes from the accumulators straight into the A fragments of the next product, rounded to
    the storage dtype as FlashAttention does. Exponentials use the hardware's ex2.approx
-   (native_exp2, relative error near 2^-22), as FlashAttention's do.
+   (nv_exp2), as FlashAttention's do.
 
    The forward overlaps its copies as FlashAttention-2 does, with one K and one V buffer: V of
    key block j lands while the warps compute its scores, K of block j + 1 while they compute
@@ -623,7 +623,7 @@ INLINE void softmax_acc(score_acc s, float m[FRAG_M][2], float l[FRAG_M][2], hel
             for (int j = 0; j < NF; j++)
                 #pragma unroll
                 for (int e = 2 * h; e < 2 * h + 2; e++) {
-                    s[i][j][e] = native_exp2(fma(s[i][j][e], scale2, -base));
+                    s[i][j][e] = nv_exp2(fma(s[i][j][e], scale2, -base));
                     l[i][h] += s[i][j][e];
                 }
         }
@@ -709,7 +709,7 @@ INLINE void probabilities(score_acc s, score_acc dp, float scale2, const float r
         for (int j = 0; j < NF; j++)
             #pragma unroll
             for (int e = 0; e < 4; e++) {
-                float p = native_exp2(fma(s[i][j][e], scale2, -(rl[i][e / 2] + cl[j][e % 2])));
+                float p = nv_exp2(fma(s[i][j][e], scale2, -(rl[i][e / 2] + cl[j][e % 2])));
                 s[i][j][e] = p;
                 dp[i][j][e] = p * (dp[i][j][e] - (rd[i][e / 2] + cd[j][e % 2]));
             }
@@ -785,14 +785,37 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dq_mm
 
 /* Grid (key blocks x MMA_WG, B x Hkv). A block of keys and values stays in registers; the
    kernel walks every (query head of the group, query block that sees the keys) pair in a
-   fixed order (grouped-query sums are deterministic), double-buffering q and dO, recomputes
-   P^T and dS^T, and adds P^T dO to dV and dS^T q to dK. dK = scale * sum. */
+   fixed order (grouped-query sums are deterministic), double-buffering q, dO and their rows'
+   lse and delta, recomputes P^T and dS^T, and adds P^T dO to dV and dS^T q to dK.
+   dK = scale * sum. Query rows past Lq are zero-filled with zero statistics: their P^T is 1
+   but both products they feed take their zero dO or q rows, so they add nothing. */
+#define STAGE_BYTES (2 * TILE_BYTES(BLOCK_N) + 8 * BLOCK_N)
+
+/* Stage `slot`: q and dO rows n0 .. of head h, lse and delta of those rows after them. */
+INLINE void copy_query_block(__local uchar *slot, __global const elem_t *q, long q_off, long4 q_st,
+                             __global const elem_t *dout, long dout_off, long4 dout_st,
+                             __global const float *lse, __global const float *delta, long lse_row,
+                             int b, int h, int n0, int Lq, int tid)
+{
+    int queries = min(BLOCK_N, Lq - n0);
+    copy_rows(slot, (__global const ushort *)(q + HEAD(q, b, h) + n0 * q_st.s2), q_st.s2, BLOCK_N,
+              queries, tid);
+    copy_rows(slot + TILE_BYTES(BLOCK_N), (__global const ushort *)(dout + HEAD(dout, b, h) + n0 * dout_st.s2),
+              dout_st.s2, BLOCK_N, queries, tid);
+    __local float *stats = (__local float *)(slot + 2 * TILE_BYTES(BLOCK_N));
+    for (int c = tid; c < 2 * BLOCK_N; c += MMA_WG) {
+        int r = c % BLOCK_N, ok = r < queries;
+        __global const float *src = c < BLOCK_N ? lse + (n0 + r) * lse_row : delta + n0 + r;
+        nv_cp_async4(stats + c, ok ? src : lse, ok ? 4u : 0u);
+    }
+}
+
 __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dkdv_mma(
     IN(q), IN(k), IN(v), IN(dout), __global const float *lse, long lse_off, long4 lse_st,
     __global const float *delta, OUT(dk), OUT(dv), int Hq, int group, int Lq, int Lk, int causal,
     float scale2, float scale)
 {
-    __local uint4 words[MAX(2 * TILE_BYTES(BLOCK_M), 4 * TILE_BYTES(BLOCK_N)) / 16];
+    __local uint4 words[MAX(2 * TILE_BYTES(BLOCK_M), 2 * STAGE_BYTES) / 16];
     __local uchar *base = (__local uchar *)words;
     int tid = get_local_id(0), lane = tid % 32, wm = tid / 32 * 16 * FRAG_M;
     int Hkv = Hq / group, bg = get_group_id(1), b = bg / Hkv, g = bg % Hkv;
@@ -821,30 +844,24 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dkdv_
     for (int t = 0; t <= steps; t++) {
         /* Step t copies (head, query block) t into stage t % 2 and computes t - 1. */
         if (t < steps) {
-            __local uchar *qs = base + (t % 2) * 2 * TILE_BYTES(BLOCK_N);
-            int h = g * group + t / per_head, n0 = n_start + (t % per_head) * BLOCK_N;
-            int queries = min(BLOCK_N, Lq - n0);
-            copy_rows(qs, (__global const ushort *)(q + HEAD(q, b, h) + n0 * q_st.s2), q_st.s2,
-                      BLOCK_N, queries, tid);
-            copy_rows(qs + TILE_BYTES(BLOCK_N), (__global const ushort *)(dout + HEAD(dout, b, h) + n0 * dout_st.s2),
-                      dout_st.s2, BLOCK_N, queries, tid);
+            int h = g * group + t / per_head;
+            copy_query_block(base + (t % 2) * STAGE_BYTES, q, q_off, q_st, dout, dout_off, dout_st,
+                             lse + lse_off + b * lse_st.s0 + h * lse_st.s1, delta + ((long)b * Hq + h) * Lq,
+                             lse_st.s2, b, h, n_start + (t % per_head) * BLOCK_N, Lq, tid);
         }
         nv_cp_async_commit();
         if (t == 0) continue;
-        int h = g * group + (t - 1) / per_head, n0 = n_start + ((t - 1) % per_head) * BLOCK_N;
-        /* The statistics of the lane's query columns; columns past Lq get lse = +inf: P = 0. */
-        float cl[NF][2], cd[NF][2];
-        #pragma unroll
-        for (int j = 0; j < NF; j++)
-            #pragma unroll
-            for (int e = 0; e < 2; e++) {
-                int c = n0 + col_lane + j * 8 + e, ok = c < Lq;
-                cl[j][e] = ok ? LOG2E * lse[lse_off + b * lse_st.s0 + h * lse_st.s1 + c * lse_st.s2] : INFINITY;
-                cd[j][e] = ok ? delta[((long)b * Hq + h) * Lq + c] : 0.0f;
-            }
         NV_CP_ASYNC_WAIT(1);
         barrier(CLK_LOCAL_MEM_FENCE);
-        __local uchar *qs = base + ((t - 1) % 2) * 2 * TILE_BYTES(BLOCK_N);
+        __local uchar *qs = base + ((t - 1) % 2) * STAGE_BYTES;
+        __local const float *stats = (__local const float *)(qs + 2 * TILE_BYTES(BLOCK_N));
+        int n0 = n_start + ((t - 1) % per_head) * BLOCK_N;
+        float cl[NF][2], cd[NF][2];
+        #pragma unroll
+        for (int j = 0; j < NF; j++) {
+            float2 l2 = vload2(0, stats + col_lane + j * 8), d2 = vload2(0, stats + BLOCK_N + col_lane + j * 8);
+            cl[j][0] = LOG2E * l2.x, cl[j][1] = LOG2E * l2.y, cd[j][0] = d2.x, cd[j][1] = d2.y;
+        }
         score_acc s, dp;
         product_t(s, kf, qs, lane);
         product_t(dp, vf, qs + TILE_BYTES(BLOCK_N), lane);

@@ -33,6 +33,13 @@ NV_INLINE void nv_cp_async16(__local void *dst, __global const void *src, uint s
                      :: "r"(nv_shared(dst)), "l"(src), "r"(src_bytes) : "memory");
 }
 
+/* The same for one 4-byte word (any 4-byte-aligned source: per-row statistics). */
+NV_INLINE void nv_cp_async4(__local void *dst, __global const void *src, uint src_bytes)
+{
+    __asm__ volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;"
+                     :: "r"(nv_shared(dst)), "l"(src), "r"(src_bytes) : "memory");
+}
+
 NV_INLINE void nv_cp_async_commit(void) { __asm__ volatile("cp.async.commit_group;" ::: "memory"); }
 
 /* Waits until at most n committed groups are still in flight (n a literal). */
@@ -95,6 +102,15 @@ NV_INLINE float nv_shfl_xor(float v, int mask)
 {
     float r;
     __asm__ volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(r) : "f"(v), "r"(mask));
+    return r;
+}
+
+/* 2^x by the special-function unit (relative error near 2^-22; -inf gives 0), as
+   FlashAttention's softmax does: OpenCL's exp2 is a longer exact sequence. */
+NV_INLINE float nv_exp2(float x)
+{
+    float r;
+    __asm__("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
     return r;
 }
 

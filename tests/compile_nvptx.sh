@@ -4,8 +4,8 @@
 # ptxas for sm_80 and sm_90. Catches a broken fast path without a GPU: PTX syntax, operand
 # constraints, registers and spills (printed per kernel). The configurations are the
 # tensor-core tiles of host/ops/matmul.c (its mma_shapes table) in both operand dtypes and
-# every operand layout, and those of host/ops/attention.c (mma_fwd, mma_bwd) for each head
-# dim whose tiles fit 48 KiB of local memory, in both dtypes. Prints "nvptx-compile: N passed,
+# every operand layout, and those of host/ops/attention.c (mma_fwd, mma_dkdv, mma_dq) for each
+# head dim whose tiles fit 48 KiB of local memory, in both dtypes (sm_90). Prints "nvptx-compile: N passed,
 # M failed"; exits nonzero on any failure.
 # Usage: tests/compile_nvptx.sh [CLANG=clang-19]
 set -u
@@ -65,26 +65,29 @@ for s in $shapes; do
       -D B_DTYPE=BF16 -D C_DTYPE=BF16 -D A_KMAJOR=1 -D B_NMAJOR=1 -D MMA_BF16
   done
 done
-# attention PASS ROWS_PER_STAGE: each tile of the pass's table (BLOCK_M, BLOCK_N, WARPS) for
-# every head dim where its local memory (cl/attention.cl: the held tiles or the streamed
-# stages, 2 bytes an element) fits 48 KiB
+# attention TABLE: each tile (BLOCK_M, BLOCK_N, WARPS) of host/ops/attention.c's table
+# mma_TABLE for every head dim where its program's local memory (cl/attention.cl: the held
+# tiles, or the streamed stages with dK/dV's lse and delta) fits 48 KiB
 attention() {
-  local pass=$1 tiles
-  tiles=$(table "$root/host/ops/attention.c" "mma_$pass")
-  [ -n "$tiles" ] || { echo "no mma_$pass table in host/ops/attention.c"; fail=$((fail + 1)); }
+  local kind=$1 tiles bytes
+  tiles=$(table "$root/host/ops/attention.c" "mma_$kind")
+  [ -n "$tiles" ] || { echo "no mma_$kind table in host/ops/attention.c"; fail=$((fail + 1)); }
   for t in $tiles; do
     IFS=, read -r bm bn w <<<"$t"
     for d in 16 32 64 128; do
-      if [ "$pass" = fwd ]; then rows=$((bm > 2 * bn ? bm : 2 * bn)); else rows=$((2 * bm > 4 * bn ? 2 * bm : 4 * bn)); fi
-      [ $((rows * d * 2)) -le 49152 ] || continue
+      if [ "$kind" = fwd ]; then bytes=$(((bm > 2 * bn ? bm : 2 * bn) * d * 2))
+      else bytes=$((4 * bm * d > 8 * bn * d + 16 * bn ? 4 * bm * d : 8 * bn * d + 16 * bn)); fi
+      [ "$bytes" -le 49152 ] || continue
       for dt in F16 BF16; do
-        build "attention $pass ${bm}x${bn} w$w d$d $dt" 90 attention.cl -D "DTYPE_$dt" \
-          -D "ATTN_${pass^^}" -D HEAD_DIM="$d" -D BLOCK_M="$bm" -D BLOCK_N="$bn" -D WARPS="$w"
+        build "attention $kind ${bm}x${bn} w$w d$d $dt" 90 attention.cl -D "DTYPE_$dt" \
+          -D "ATTN_$([ "$kind" = fwd ] && echo FWD || echo BWD)" -D HEAD_DIM="$d" \
+          -D BLOCK_M="$bm" -D BLOCK_N="$bn" -D WARPS="$w"
       done
     done
   done
 }
 attention fwd
-attention bwd
+attention dkdv
+attention dq
 echo "nvptx-compile: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -158,11 +158,17 @@ static void print_heuristics(const struct clkit_device_props *dev)
            "path", "work-group", "occupancy", "groups");
     for (size_t i = 0; i < sizeof softmax_n / sizeof *softmax_n; i++)
         print_softmax_plan(dev, softmax_m, softmax_n[i]);
+    const char *off = dev->nv_cc_major >= 8 ? "portable kernels (CLKIT_TENSOR_CORES=0)"
+                                            : "portable kernels (tensor cores need NVIDIA sm_80 or later)";
     printf("  matmul (and linear cross-entropy) with f16/bf16 operands: %s\n",
            dev->tensor_cores ? "tensor cores (mma.sync) when every operand has a unit-stride "
                                "dimension and 8-element-aligned strides, else portable kernels"
-           : dev->nv_cc_major >= 8 ? "portable kernels (CLKIT_TENSOR_CORES=0)"
-                                   : "portable kernels (tensor cores need NVIDIA sm_80 or later)");
+                             : off);
+    printf("  attention f16/bf16: %s\n",
+           dev->tensor_cores ? "tensor cores (mma.sync) when q, k, v (and dO) have a contiguous "
+                               "head dimension and 8-element-aligned strides, head dim <= 128 "
+                               "forward and backward, else portable kernels"
+                             : off);
 }
 
 /* ---- binary cache ---- */

@@ -328,33 +328,55 @@ static clkit_status pick_kernels(clkit_context *ctx, const problem *p, int bwd, 
 
 /* ---- tensor cores ---- */
 
-/* Rows held (BLOCK_M), rows streamed (BLOCK_N) and warps of cl/attention.cl's mma kernels. */
+/* Rows held (BLOCK_M), rows streamed (BLOCK_N) and warps of one of cl/attention.cl's mma
+   kernels. */
 typedef struct mma_tiles {
     int bm, bn, warps;
 } mma_tiles;
 
-/* Largest first; each warp holds 16 or 32 rows. */
+enum { MMA_FWD, MMA_DKDV, MMA_DQ };
+
+/* Fastest first (H100, causal, D 64 and 128), each kernel its own: each warp holds 16 or 32
+   rows. */
 static const mma_tiles mma_fwd[] = {{128, 64, 4}, {64, 64, 4}, {64, 32, 4}};
-static const mma_tiles mma_bwd[] = {{64, 64, 4}, {64, 32, 4}, {32, 32, 2}};
+static const mma_tiles mma_dkdv[] = {{64, 32, 4}, {64, 16, 4}, {32, 16, 2}};
+static const mma_tiles mma_dq[] = {{128, 32, 4}, {64, 32, 4}, {64, 16, 4}};
 
 /* Registers a lane keeps in fragments and accumulators (each FRAG_M = bm / warps / 16 rows
    of 16): held A fragments (d / 4 each), head-dimension accumulators (d / 2 each) and score
-   accumulators (bn / 2 each). Beyond MMA_REGISTERS the kernel spills. */
-#define MMA_REGISTERS 176
+   accumulators (bn / 2 each). Beyond MMA_REGISTERS ptxas spills (sm_80 and sm_90). */
+#define MMA_REGISTERS 208
 
-static int mma_registers(const mma_tiles *t, int d, int bwd)
+static int mma_registers(const mma_tiles *t, int d, int kernel)
 {
-    int frag_m = t->bm / t->warps / 16, dkdv = 2 * (d / 4) + 2 * (d / 2) + 2 * (t->bn / 2);
-    int fwd = d / 4 + d / 2 + t->bn / 2, dq = 2 * (d / 4) + d / 2 + 2 * (t->bn / 2);
-    return frag_m * (bwd ? (dq > dkdv ? dq : dkdv) : fwd);
+    int frag_m = t->bm / t->warps / 16, held = d / 4, out = d / 2, scores = t->bn / 2;
+    if (kernel == MMA_FWD) return frag_m * (held + out + scores);
+    return frag_m * (2 * held + (kernel == MMA_DKDV ? 2 : 1) * out + 2 * scores);
 }
 
-static int mma_tiles_legal(const struct clkit_device_props *dp, const mma_tiles *t, int d, int bwd)
+/* Local memory, bytes: the forward's q tile or its K and V; the backward's two held tiles, or
+   two stages of two streamed tiles (with their rows' lse and delta for dK/dV). */
+static uint64_t mma_local(const mma_tiles *t, int d, int kernel)
 {
     uint64_t row = (uint64_t)d * 2, bm = (uint64_t)t->bm, bn = (uint64_t)t->bn;
-    uint64_t local = bwd ? (2 * bm > 4 * bn ? 2 * bm : 4 * bn) * row : (bm > 2 * bn ? bm : 2 * bn) * row;
-    return t->bm % (16 * t->warps) == 0 && (size_t)(t->warps * 32) <= dp->max_work_group &&
-           local <= dp->local_mem && mma_registers(t, d, bwd) <= MMA_REGISTERS;
+    if (kernel == MMA_FWD) return (bm > 2 * bn ? bm : 2 * bn) * row;
+    uint64_t stages = 2 * (2 * bn * row + (kernel == MMA_DKDV ? 8 * bn : 0));
+    return 2 * bm * row > stages ? 2 * bm * row : stages;
+}
+
+/* The first legal tile of the kernel's list for head dim d; 0 when none is. */
+static int mma_pick(const struct clkit_device_props *dp, int d, int kernel, mma_tiles *out)
+{
+    const mma_tiles *list = kernel == MMA_FWD ? mma_fwd : kernel == MMA_DKDV ? mma_dkdv : mma_dq;
+    for (int i = 0; i < 3; i++) {
+        const mma_tiles *t = &list[i];
+        if (t->bm % (16 * t->warps) == 0 && (size_t)(t->warps * 32) <= dp->max_work_group &&
+            mma_local(t, d, kernel) <= dp->local_mem && mma_registers(t, d, kernel) <= MMA_REGISTERS) {
+            *out = *t;
+            return 1;
+        }
+    }
+    return 0;
 }
 
 /* cp.async moves 16-byte chunks of 8 elements along the head dimension: it must be
@@ -368,68 +390,66 @@ static int mma_view(const clkit_tensor *t)
     return 1;
 }
 
-/* The tensor-core kernels' tiles for this problem, if it can take them. */
-static int mma_choice(const clkit_context *ctx, const problem *p, int bwd,
-                      const clkit_tensor *const *ins, int nin, mma_tiles *out)
+/* Whether the problem and the device take the tensor-core kernels: then the tiles of each
+   (kinds[0..n)) are in out. */
+static int mma_choice(const clkit_context *ctx, const problem *p, const clkit_tensor *const *ins,
+                      int nin, const int *kinds, int n, mma_tiles *out)
 {
     if (!ctx->props.tensor_cores || ctx->fast_path_failed ||
         (p->dtype != CLKIT_F16 && p->dtype != CLKIT_BF16))
         return 0;
     for (int i = 0; i < nin; i++)
         if (!mma_view(ins[i])) return 0;
-    const mma_tiles *list = bwd ? mma_bwd : mma_fwd;
-    for (int i = 0; i < 3; i++)
-        if (mma_tiles_legal(&ctx->props, &list[i], (int)p->d, bwd)) {
-            *out = list[i];
-            return 1;
-        }
-    return 0;
+    for (int i = 0; i < n; i++)
+        if (!mma_pick(&ctx->props, (int)p->d, kinds[i], &out[i])) return 0;
+    return 1;
 }
 
-/* Builds the tensor-core kernels (names[0..n)) for t. *used says whether they run: a program
-   that does not build (a driver whose compiler refuses some PTX) turns the fast path off for
-   the context, with a warning, and the portable kernels run instead. */
+/* Builds kernel `name` of the tensor-core program for tiles t. *used stays 1 while it runs:
+   a program that does not build (a driver whose compiler refuses some PTX) turns the fast
+   path off for the context, with a warning, so the portable kernels run instead. */
 static clkit_status build_mma(clkit_context *ctx, const problem *p, int bwd, const mma_tiles *t,
-                              const char *const *names, int n, cl_kernel *ks, plan *out, int *used)
+                              const char *name, cl_kernel *k, plan *out, int *used)
 {
     char opts[512];
     snprintf(opts, sizeof opts, "%s -D %s -D HEAD_DIM=%d -D BLOCK_M=%d -D BLOCK_N=%d -D WARPS=%d",
              clkit_dtype_macro(p->dtype), bwd ? "ATTN_BWD" : "ATTN_FWD", (int)p->d, t->bm, t->bn,
              t->warps);
-    *used = 0;
-    for (int i = 0; i < n; i++) {
-        clkit_status s = clkit_get_kernel(ctx, "attention.cl", names[i], opts, &ks[i]);
-        if (s == CLKIT_ERR_BUILD) {
-            clkit_log(CLKIT_LOG_WARN, "tensor-core attention failed to build, using the portable "
-                      "kernels: %s", clkit_last_error(ctx));
-            ctx->fast_path_failed = true;
-            clkit_clear_error(ctx);
-            return CLKIT_OK;
-        }
-        if (s) return s;
-        if (strcmp(names[i], "attn_bwd_delta") != 0 &&
-            (size_t)(t->warps * 32) > clkit_kernel_wg_limit(ctx, ks[i]))
-            return CLKIT_OK;
+    clkit_status s = clkit_get_kernel(ctx, "attention.cl", name, opts, k);
+    if (s == CLKIT_ERR_BUILD) {
+        clkit_log(CLKIT_LOG_WARN, "tensor-core attention failed to build, using the portable "
+                  "kernels: %s", clkit_last_error(ctx));
+        ctx->fast_path_failed = true;
+        clkit_clear_error(ctx);
+    }
+    if (s || (strcmp(name, "attn_bwd_delta") != 0 &&
+              (size_t)(t->warps * 32) > clkit_kernel_wg_limit(ctx, *k))) {
+        *used = 0;
+        return s == CLKIT_ERR_BUILD ? CLKIT_OK : s;
     }
     out->bm = t->bm, out->wg = (size_t)(t->warps * 32);
-    *used = 1;
     return CLKIT_OK;
 }
 
-/* The tensor-core kernels when the problem and the device take them, else the portable ones
-   (names_portable), with their plan. */
+/* The kernels names_mma[i] (tiles of kinds[i]) when the problem and the device take them,
+   else the portable names_portable, with their plans. */
 static clkit_status choose_kernels(clkit_context *ctx, const problem *p, int bwd,
-                                   const clkit_tensor *const *ins, int nin,
+                                   const clkit_tensor *const *ins, int nin, const int *kinds,
                                    const char *const *names_mma, const char *const *names_portable,
                                    int n, cl_kernel *ks, plan *out)
 {
-    mma_tiles mt;
-    if (mma_choice(ctx, p, bwd, ins, nin, &mt)) {
-        int used;
-        clkit_status s = build_mma(ctx, p, bwd, &mt, names_mma, n, ks, out, &used);
-        if (s || used) return s;
+    mma_tiles mt[3];
+    if (mma_choice(ctx, p, ins, nin, kinds, n, mt)) {
+        int used = 1;
+        for (int i = 0; i < n && used; i++) {
+            clkit_status s = build_mma(ctx, p, bwd, &mt[i], names_mma[i], &ks[i], &out[i], &used);
+            if (s) return s;
+        }
+        if (used) return CLKIT_OK;
     }
-    return pick_kernels(ctx, p, bwd, names_portable, n, ks, out);
+    clkit_status s = pick_kernels(ctx, p, bwd, names_portable, n, ks, &out[0]);
+    for (int i = 1; i < n; i++) out[i] = out[0];
+    return s;
 }
 
 static size_t groups_of(int64_t rows, int block) { return (size_t)((rows + block - 1) / block); }
@@ -455,9 +475,10 @@ clkit_status clkit_attention_forward(clkit_context *ctx, const clkit_tensor *q,
     if (p.b * p.hq * p.lq == 0) return CLKIT_OK;
 
     static const char *const names[] = {"attn_fwd"}, *const names_mma[] = {"attn_fwd_mma"};
+    static const int kinds[] = {MMA_FWD};
     cl_kernel kern;
     plan t;
-    if ((s = choose_kernels(ctx, &p, 0, ins, 3, names_mma, names, 1, &kern, &t))) return s;
+    if ((s = choose_kernels(ctx, &p, 0, ins, 3, kinds, names_mma, names, 1, &kern, &t))) return s;
     kview vq = kview_of(q), vk = kview_of(k), vv = kview_of(v), vo = kview_of(o), vl = kview_of(lse);
     cl_int hq = (cl_int)p.hq, group = (cl_int)(p.hq / p.hkv), lq = (cl_int)p.lq, lk = (cl_int)p.lk;
     cl_int causal = p.causal;
@@ -549,17 +570,18 @@ clkit_status clkit_attention_backward(clkit_context *ctx, const clkit_tensor *q,
 
     static const char *const names[] = {"attn_bwd_delta", "attn_bwd_dkdv", "attn_bwd_dq"};
     static const char *const names_mma[] = {"attn_bwd_delta", "attn_bwd_dkdv_mma", "attn_bwd_dq_mma"};
+    static const int kinds[] = {MMA_DKDV, MMA_DKDV, MMA_DQ};
     const clkit_tensor *ins[4] = {q, k, v, dout};
     cl_kernel kern[3];
-    plan t;
-    if ((s = choose_kernels(ctx, &p, 1, ins, 4, names_mma, names, 3, kern, &t))) return s;
+    plan t[3];
+    if ((s = choose_kernels(ctx, &p, 1, ins, 4, kinds, names_mma, names, 3, kern, t))) return s;
     bwd_views bv = {kview_of(q), kview_of(k), kview_of(v), kview_of(o), kview_of(dout),
                     kview_of(lse), kview_of(dq), kview_of(dk), kview_of(dv), {0}};
     size_t delta_bytes = (size_t)(p.b * p.hq * p.lq) * sizeof(float);
     if ((s = clkit_scratch_alloc(ctx, delta_bytes, &bv.delta.buf))) return s;
     if (has_q) s = launch_delta(ctx, kern[0], &p, &bv);
-    if (!s && has_kv) s = launch_grad(ctx, kern[1], &p, &t, &bv, 1);
-    if (!s && has_q) s = launch_grad(ctx, kern[2], &p, &t, &bv, 0);
+    if (!s && has_kv) s = launch_grad(ctx, kern[1], &p, &t[1], &bv, 1);
+    if (!s && has_q) s = launch_grad(ctx, kern[2], &p, &t[2], &bv, 0);
     clkit_scratch_release(ctx, bv.delta.buf, delta_bytes);
     return s;
 }
