@@ -596,6 +596,22 @@ INLINE void zero_held(held_acc acc)
         for (int dj = 0; dj < DF; dj++) acc[i][dj][0] = acc[i][dj][1] = acc[i][dj][2] = acc[i][dj][3] = 0.0f;
 }
 
+/* The query block of a work-group of the grid (query blocks x MMA_WG, B x Hq): the last
+   blocks first with causal (they see the most keys, so the grid's tail is short). */
+typedef struct qblock {
+    int b, h, m0, rows, n_end; /* n_end: keys seen */
+} qblock;
+
+INLINE qblock query_block(int Hq, int Lq, int Lk, int causal)
+{
+    qblock q;
+    int blocks = (Lq + BLOCK_M - 1) / BLOCK_M, bh = get_group_id(1);
+    q.b = bh / Hq, q.h = bh % Hq;
+    q.m0 = (causal ? blocks - 1 - (int)get_group_id(0) : (int)get_group_id(0)) * BLOCK_M;
+    q.rows = min(BLOCK_M, Lq - q.m0), q.n_end = causal ? min(Lk, q.m0 + q.rows) : Lk;
+    return q;
+}
+
 INLINE float quad_max(float x) { x = fmax(x, nv_shfl_xor(x, 1)); return fmax(x, nv_shfl_xor(x, 2)); }
 INLINE float quad_sum(float x) { x += nv_shfl_xor(x, 1); return x + nv_shfl_xor(x, 2); }
 
@@ -629,8 +645,8 @@ INLINE void softmax_acc(score_acc s, float m[FRAG_M][2], float l[FRAG_M][2], hel
         }
 }
 
-/* Grid (query blocks x MMA_WG, B x Hq), the last query blocks first with causal (they see the
-   most keys). q's tile is read into registers once; its local memory then holds K and V. */
+/* Grid (query blocks x MMA_WG, B x Hq). q's tile is read into registers once; its local
+   memory then holds K and V. */
 __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_mma(
     IN(q), IN(k), IN(v), OUT(o), __global float *lse, long lse_off, long4 lse_st, int Hq,
     int group, int Lq, int Lk, int causal, float scale2)
@@ -638,9 +654,8 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_mma(
     __local uint4 words[MAX(TILE_BYTES(BLOCK_M), 2 * TILE_BYTES(BLOCK_N)) / 16];
     __local uchar *qs = (__local uchar *)words, *ks = qs, *vs = qs + TILE_BYTES(BLOCK_N);
     int tid = get_local_id(0), lane = tid % 32, wm = tid / 32 * 16 * FRAG_M;
-    int blocks = (Lq + BLOCK_M - 1) / BLOCK_M, bh = get_group_id(1), b = bh / Hq, h = bh % Hq;
-    int m0 = (causal ? blocks - 1 - (int)get_group_id(0) : (int)get_group_id(0)) * BLOCK_M;
-    int rows = min(BLOCK_M, Lq - m0), n_end = causal ? min(Lk, m0 + rows) : Lk;
+    qblock qb = query_block(Hq, Lq, Lk, causal);
+    int b = qb.b, h = qb.h, m0 = qb.m0, rows = qb.rows, n_end = qb.n_end;
     int row0 = m0 + wm + lane / 4, col_lane = 2 * (lane % 4);
     __global const ushort *kg = (__global const ushort *)(k + HEAD(k, b, h / group));
     __global const ushort *vg = (__global const ushort *)(v + HEAD(v, b, h / group));
@@ -726,9 +741,8 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dq_mm
     __local uint4 words[MAX(2 * TILE_BYTES(BLOCK_M), 4 * TILE_BYTES(BLOCK_N)) / 16];
     __local uchar *base = (__local uchar *)words;
     int tid = get_local_id(0), lane = tid % 32, wm = tid / 32 * 16 * FRAG_M;
-    int blocks = (Lq + BLOCK_M - 1) / BLOCK_M, bh = get_group_id(1), b = bh / Hq, h = bh % Hq;
-    int m0 = (causal ? blocks - 1 - (int)get_group_id(0) : (int)get_group_id(0)) * BLOCK_M;
-    int rows = min(BLOCK_M, Lq - m0), n_end = causal ? min(Lk, m0 + rows) : Lk;
+    qblock qb = query_block(Hq, Lq, Lk, causal);
+    int b = qb.b, h = qb.h, bh = b * Hq + h, m0 = qb.m0, rows = qb.rows, n_end = qb.n_end;
     int row0 = m0 + wm + lane / 4, col_lane = 2 * (lane % 4);
     __global const ushort *kg = (__global const ushort *)(k + HEAD(k, b, h / group));
     __global const ushort *vg = (__global const ushort *)(v + HEAD(v, b, h / group));
