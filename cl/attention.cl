@@ -46,6 +46,15 @@
 /* Element offset of (batch b, head h) in a tensor's view; strides are (b, h, l, d). */
 #define HEAD(t, b, h) (t##_off + (long)(b) * t##_st.s0 + (long)(h) * t##_st.s1)
 
+/* The first row of this work-group's query block in the forward and dQ kernels' grid (query
+   blocks x work-group, B x Hq): with causal the last blocks, which see the most keys, come
+   first, so the grid's tail is short. */
+INLINE int query_block_start(int Lq, int causal)
+{
+    int blocks = (Lq + BLOCK_M - 1) / BLOCK_M, block = get_group_id(0);
+    return (causal ? blocks - 1 - block : block) * BLOCK_M;
+}
+
 #if defined(ATTN_BWD)
 /* delta = rowsum(dO * O), one row per work-item; grid (Lq rounded up, B x Hq). */
 __kernel void attn_bwd_delta(IN(o), IN(dout), __global float *delta, int Hq, int Lq)
@@ -246,8 +255,7 @@ INLINE void add_pv(float *acc, __local const float *pt, __local float *vs, __glo
     }
 }
 
-/* Grid (query blocks x WG, B x Hq). With causal, the last query blocks see the most keys: they
-   start first, so the grid's tail is short. */
+/* Grid (query blocks x WG, B x Hq), ordered by query_block_start. */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_fwd(
     IN(q), IN(k), IN(v), OUT(o), __global float *lse, long lse_off, long4 lse_st, int Hq,
     int group, int Lq, int Lk, int causal, float scale2)
@@ -256,8 +264,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_fwd(
     __local float *qt = (__local float *)words, *pt = qt + HEAD_DIM * BLOCK_M;
     __local float *kv = pt + BLOCK_N * LDM, *red = kv + KV_WORDS;
     int tid = get_local_id(0), tr = tid / C_T, tc = tid % C_T;
-    int blocks = (Lq + BLOCK_M - 1) / BLOCK_M, bh = get_group_id(1), b = bh / Hq, h = bh % Hq;
-    int m0 = (causal ? blocks - 1 - (int)get_group_id(0) : (int)get_group_id(0)) * BLOCK_M;
+    int bh = get_group_id(1), b = bh / Hq, h = bh % Hq, m0 = query_block_start(Lq, causal);
     int rows = min(BLOCK_M, Lq - m0), n_end = causal ? min(Lk, m0 + rows) : Lk;
     q += HEAD(q, b, h) + m0 * q_st.s2;
     k += HEAD(k, b, h / group);
@@ -332,8 +339,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_bwd_dq(
     __local float *dst = dot + HEAD_DIM * BLOCK_M, *kv = dst + BLOCK_N * LDM;
     __local float *lse2 = kv + MAX(2 * SLICE_D * LDN, SLICE_N * LDD), *dlt = lse2 + BLOCK_M;
     int tid = get_local_id(0), tr = tid / C_T, tc = tid % C_T;
-    int blocks = (Lq + BLOCK_M - 1) / BLOCK_M, bh = get_group_id(1), b = bh / Hq, h = bh % Hq;
-    int m0 = (causal ? blocks - 1 - (int)get_group_id(0) : (int)get_group_id(0)) * BLOCK_M;
+    int bh = get_group_id(1), b = bh / Hq, h = bh % Hq, m0 = query_block_start(Lq, causal);
     int rows = min(BLOCK_M, Lq - m0), n_end = causal ? min(Lk, m0 + rows) : Lk;
     q += HEAD(q, b, h) + m0 * q_st.s2;
     dout += HEAD(dout, b, h) + m0 * dout_st.s2;
@@ -596,22 +602,6 @@ INLINE void zero_held(held_acc acc)
         for (int dj = 0; dj < DF; dj++) acc[i][dj][0] = acc[i][dj][1] = acc[i][dj][2] = acc[i][dj][3] = 0.0f;
 }
 
-/* The query block of a work-group of the grid (query blocks x MMA_WG, B x Hq): the last
-   blocks first with causal (they see the most keys, so the grid's tail is short). */
-typedef struct qblock {
-    int b, h, m0, rows, n_end; /* n_end: keys seen */
-} qblock;
-
-INLINE qblock query_block(int Hq, int Lq, int Lk, int causal)
-{
-    qblock q;
-    int blocks = (Lq + BLOCK_M - 1) / BLOCK_M, bh = get_group_id(1);
-    q.b = bh / Hq, q.h = bh % Hq;
-    q.m0 = (causal ? blocks - 1 - (int)get_group_id(0) : (int)get_group_id(0)) * BLOCK_M;
-    q.rows = min(BLOCK_M, Lq - q.m0), q.n_end = causal ? min(Lk, q.m0 + q.rows) : Lk;
-    return q;
-}
-
 INLINE float quad_max(float x) { x = fmax(x, nv_shfl_xor(x, 1)); return fmax(x, nv_shfl_xor(x, 2)); }
 INLINE float quad_sum(float x) { x += nv_shfl_xor(x, 1); return x + nv_shfl_xor(x, 2); }
 
@@ -654,8 +644,8 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_mma(
     __local uint4 words[MAX(TILE_BYTES(BLOCK_M), 2 * TILE_BYTES(BLOCK_N)) / 16];
     __local uchar *qs = (__local uchar *)words, *ks = qs, *vs = qs + TILE_BYTES(BLOCK_N);
     int tid = get_local_id(0), lane = tid % 32, wm = tid / 32 * 16 * FRAG_M;
-    qblock qb = query_block(Hq, Lq, Lk, causal);
-    int b = qb.b, h = qb.h, m0 = qb.m0, rows = qb.rows, n_end = qb.n_end;
+    int bh = get_group_id(1), b = bh / Hq, h = bh % Hq, m0 = query_block_start(Lq, causal);
+    int rows = min(BLOCK_M, Lq - m0), n_end = causal ? min(Lk, m0 + rows) : Lk;
     int row0 = m0 + wm + lane / 4, col_lane = 2 * (lane % 4);
     __global const ushort *kg = (__global const ushort *)(k + HEAD(k, b, h / group));
     __global const ushort *vg = (__global const ushort *)(v + HEAD(v, b, h / group));
@@ -730,6 +720,22 @@ INLINE void probabilities(score_acc s, score_acc dp, float scale2, const float r
             }
 }
 
+/* The backward's two held tiles (BLOCK_M rows of a and of b, rows from `rows` on zero) into
+   fragments, through local memory at base, which is free again on return. */
+INLINE void hold_pair(held_frags fa, held_frags fb, __local uchar *base, __global const ushort *a,
+                      long a_rs, __global const ushort *b, long b_rs, int rows, int tid, int wm,
+                      int lane)
+{
+    copy_rows(base, a, a_rs, BLOCK_M, rows, tid);
+    copy_rows(base + TILE_BYTES(BLOCK_M), b, b_rs, BLOCK_M, rows, tid);
+    nv_cp_async_commit();
+    NV_CP_ASYNC_WAIT(0);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    load_held(fa, base, wm, lane);
+    load_held(fb, base + TILE_BYTES(BLOCK_M), wm, lane);
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+
 /* Grid (query blocks x MMA_WG, B x Hq). A block of queries and its dO stay in registers; for
    each key block (double-buffered K and V) the kernel recomputes P and dS and adds dS K to
    dQ. dQ = scale * sum. */
@@ -741,15 +747,11 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dq_mm
     __local uint4 words[MAX(2 * TILE_BYTES(BLOCK_M), 4 * TILE_BYTES(BLOCK_N)) / 16];
     __local uchar *base = (__local uchar *)words;
     int tid = get_local_id(0), lane = tid % 32, wm = tid / 32 * 16 * FRAG_M;
-    qblock qb = query_block(Hq, Lq, Lk, causal);
-    int b = qb.b, h = qb.h, bh = b * Hq + h, m0 = qb.m0, rows = qb.rows, n_end = qb.n_end;
+    int bh = get_group_id(1), b = bh / Hq, h = bh % Hq, m0 = query_block_start(Lq, causal);
+    int rows = min(BLOCK_M, Lq - m0), n_end = causal ? min(Lk, m0 + rows) : Lk;
     int row0 = m0 + wm + lane / 4, col_lane = 2 * (lane % 4);
     __global const ushort *kg = (__global const ushort *)(k + HEAD(k, b, h / group));
     __global const ushort *vg = (__global const ushort *)(v + HEAD(v, b, h / group));
-    copy_rows(base, (__global const ushort *)(q + HEAD(q, b, h) + m0 * q_st.s2), q_st.s2, BLOCK_M, rows, tid);
-    copy_rows(base + TILE_BYTES(BLOCK_M), (__global const ushort *)(dout + HEAD(dout, b, h) + m0 * dout_st.s2),
-              dout_st.s2, BLOCK_M, rows, tid);
-    nv_cp_async_commit();
     float rl[FRAG_M][2], rd[FRAG_M][2], cz[NF][2];
     #pragma unroll
     for (int j = 0; j < NF; j++) cz[j][0] = cz[j][1] = 0.0f;
@@ -761,12 +763,10 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dq_mm
             rl[i][hh] = ok ? LOG2E * lse[lse_off + b * lse_st.s0 + h * lse_st.s1 + r * lse_st.s2] : 0.0f;
             rd[i][hh] = ok ? delta[(long)bh * Lq + r] : 0.0f;
         }
-    NV_CP_ASYNC_WAIT(0);
-    barrier(CLK_LOCAL_MEM_FENCE);
     held_frags qf, df;
-    load_held(qf, base, wm, lane);
-    load_held(df, base + TILE_BYTES(BLOCK_M), wm, lane);
-    barrier(CLK_LOCAL_MEM_FENCE);
+    hold_pair(qf, df, base, (__global const ushort *)(q + HEAD(q, b, h) + m0 * q_st.s2), q_st.s2,
+              (__global const ushort *)(dout + HEAD(dout, b, h) + m0 * dout_st.s2), dout_st.s2, rows,
+              tid, wm, lane);
 
     held_acc acc;
     zero_held(acc);
@@ -835,16 +835,9 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dkdv_
     int Hkv = Hq / group, bg = get_group_id(1), b = bg / Hkv, g = bg % Hkv;
     int m0 = get_group_id(0) * BLOCK_M, rows = min(BLOCK_M, Lk - m0);
     int row0 = m0 + wm + lane / 4, col_lane = 2 * (lane % 4);
-    copy_rows(base, (__global const ushort *)(k + HEAD(k, b, g) + m0 * k_st.s2), k_st.s2, BLOCK_M, rows, tid);
-    copy_rows(base + TILE_BYTES(BLOCK_M), (__global const ushort *)(v + HEAD(v, b, g) + m0 * v_st.s2),
-              v_st.s2, BLOCK_M, rows, tid);
-    nv_cp_async_commit();
-    NV_CP_ASYNC_WAIT(0);
-    barrier(CLK_LOCAL_MEM_FENCE);
     held_frags kf, vf;
-    load_held(kf, base, wm, lane);
-    load_held(vf, base + TILE_BYTES(BLOCK_M), wm, lane);
-    barrier(CLK_LOCAL_MEM_FENCE);
+    hold_pair(kf, vf, base, (__global const ushort *)(k + HEAD(k, b, g) + m0 * k_st.s2), k_st.s2,
+              (__global const ushort *)(v + HEAD(v, b, g) + m0 * v_st.s2), v_st.s2, rows, tid, wm, lane);
 
     /* With causal, queries before the first key see none of the block. */
     int n_start = causal ? m0 / BLOCK_N * BLOCK_N : 0;

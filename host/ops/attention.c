@@ -368,7 +368,8 @@ static uint64_t mma_local(const mma_tiles *t, int d, int kernel)
 static int mma_pick(const struct clkit_device_props *dp, int d, int kernel, mma_tiles *out)
 {
     const mma_tiles *list = kernel == MMA_FWD ? mma_fwd : kernel == MMA_DKDV ? mma_dkdv : mma_dq;
-    for (int i = 0; i < 3; i++) {
+    int len = kernel == MMA_FWD ? NTILES(mma_fwd) : kernel == MMA_DKDV ? NTILES(mma_dkdv) : NTILES(mma_dq);
+    for (int i = 0; i < len; i++) {
         const mma_tiles *t = &list[i];
         if (t->bm % (16 * t->warps) == 0 && (size_t)(t->warps * 32) <= dp->max_work_group &&
             mma_local(t, d, kernel) <= dp->local_mem && mma_registers(t, d, kernel) <= MMA_REGISTERS) {
