@@ -560,10 +560,9 @@ INLINE void product_n(held_acc acc, const score_acc p, __local const uchar *tile
 }
 
 /* Accumulator element e of tile (i, j): held row row0 + 16 i + 8 (e / 2), streamed row
-   col0 + 8 j + e % 2, where row0 and col0 are the lane's (rows_of_lane). Masks to `value`
-   what lies at or past `limit` across, or with causal, a key after its query. */
-INLINE void mask_acc(score_acc s, int row0, int col0, int limit, int causal, int keys_across,
-                     float value)
+   col0 + 8 j + e % 2, where row0 and col0 are the lane's. Sets to -inf the scores at or past
+   `limit` across, or with causal, of a key after its query. */
+INLINE void mask_acc(score_acc s, int row0, int col0, int limit, int causal, int keys_across)
 {
     #pragma unroll
     for (int i = 0; i < FRAG_M; i++)
@@ -573,7 +572,7 @@ INLINE void mask_acc(score_acc s, int row0, int col0, int limit, int causal, int
             for (int e = 0; e < 4; e++) {
                 int r = row0 + i * 16 + (e / 2) * 8, c = col0 + j * 8 + e % 2;
                 int after = keys_across ? c > r : r > c;
-                if (c >= limit || (causal && after)) s[i][j][e] = value;
+                if (c >= limit || (causal && after)) s[i][j][e] = -INFINITY;
             }
 }
 
@@ -673,7 +672,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_mma(
         score_acc s;
         product_t(s, qf, ks, lane);
         if (keys < BLOCK_N || (causal && n0 + BLOCK_N - 1 > m0))
-            mask_acc(s, row0, n0 + col_lane, Lk, causal, 1, -INFINITY);
+            mask_acc(s, row0, n0 + col_lane, Lk, causal, 1);
         softmax_acc(s, m, l, acc, scale2);
         barrier(CLK_LOCAL_MEM_FENCE);
         if (next < n_end) copy_rows(ks, kg + next * k_st.s2, k_st.s2, BLOCK_N, min(BLOCK_N, Lk - next), tid);
@@ -789,7 +788,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dq_mm
         product_t(s, qf, ks, lane);
         product_t(dp, df, ks + TILE_BYTES(BLOCK_N), lane);
         if (n0 + BLOCK_N > Lk || (causal && n0 + BLOCK_N - 1 > m0))
-            mask_acc(s, row0, n0 + col_lane, Lk, causal, 1, -INFINITY);
+            mask_acc(s, row0, n0 + col_lane, Lk, causal, 1);
         probabilities(s, dp, scale2, rl, rd, cz, cz);
         product_n(acc, dp, ks, lane);
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -872,7 +871,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dkdv_
         score_acc s, dp;
         product_t(s, kf, qs, lane);
         product_t(dp, vf, qs + TILE_BYTES(BLOCK_N), lane);
-        if (causal && m0 + BLOCK_M - 1 > n0) mask_acc(s, row0, n0 + col_lane, Lq, 1, 0, -INFINITY);
+        if (causal && m0 + BLOCK_M - 1 > n0) mask_acc(s, row0, n0 + col_lane, Lq, 1, 0);
         probabilities(s, dp, scale2, rz, rz, cl, cd);
         product_n(dv_acc, s, qs + TILE_BYTES(BLOCK_N), lane);
         product_n(dk_acc, dp, qs, lane);
