@@ -331,23 +331,26 @@ def first_line(error):
     return f"{type(error).__name__}: {text[0] if text else ''}"
 
 
-def set_precision(torch):
-    """cuBLAS and cuDNN as clkit computes: no TF32 for f32, f32 accumulation for f16 and bf16.
-    Each switch only where this torch has it."""
+def set_precision(torch, tf32):
+    """cuBLAS and cuDNN as clkit computes: TF32 for f32 matmul only under --tf32 (as
+    `clkit bench --tf32`), f32 accumulation for f16 and bf16. Each switch only where this
+    torch has it."""
     cuda = torch.backends.cuda.matmul
-    for name in ("allow_tf32", "allow_fp16_reduced_precision_reduction",
+    for name in ("allow_fp16_reduced_precision_reduction",
                  "allow_bf16_reduced_precision_reduction"):
         if hasattr(cuda, name):
             setattr(cuda, name, False)
+    if hasattr(cuda, "allow_tf32"):
+        cuda.allow_tf32 = tf32
     if hasattr(torch, "set_float32_matmul_precision"):
-        torch.set_float32_matmul_precision("highest")
+        torch.set_float32_matmul_precision("high" if tf32 else "highest")
     torch.backends.cudnn.allow_tf32 = False
 
 
 class Peers:
     """Measures the peers; after one fails on an op and dtype, skips it there."""
 
-    def __init__(self):
+    def __init__(self, tf32):
         import torch
         import triton.testing
         if not torch.cuda.is_available():
@@ -356,7 +359,7 @@ class Peers:
         self.broken = set()
         self.plain_matmul = False  # torch.mm has no out_dtype here
         self.name = f"torch {torch.__version__} on {torch.cuda.get_device_name()}"
-        set_precision(torch)
+        set_precision(torch, tf32)
         torch.manual_seed(0)
 
     def runner(self, case, peer, fn, args):
@@ -524,6 +527,9 @@ def parse_args(argv):
                    help="one op, or layernorm or attention for both of its ops")
     a.add_argument("--dtype", choices=("f32", "f16", "bf16"), default="f32")
     a.add_argument("--quick", action="store_true", help="the shapes of `clkit bench --quick`")
+    a.add_argument("--tf32", action="store_true",
+                   help="f32 matmul in TF32 on the tensor cores (torch's allow_tf32), to set "
+                        "against `clkit bench --tf32`")
     a.add_argument("--no-peers", action="store_true",
                    help="run nothing: show the clkit CSV alone (no torch needed)")
     return a.parse_args(argv)
@@ -539,7 +545,7 @@ def main(argv):
         ops = OPS if args.op == "all" else FAMILIES.get(args.op, (args.op,))
         todo = [c for op in ops for c in cases(op, args.dtype, args.quick)]
         try:
-            peers = Peers()
+            peers = Peers(args.tf32)
         except Exception as e:  # noqa: BLE001 - no torch, triton or GPU: say which
             print(f"torch_peer: cannot run the peers: {first_line(e)}", file=sys.stderr)
             return 2

@@ -396,7 +396,8 @@ __kernel __attribute__((reqd_work_group_size(SK_WG, 1, 1))) void matmul_skinny(O
 #endif
 
 #if defined(WARPS_M)
-/* matmul_mma: NVIDIA tensor cores (sm_80+), f16 or bf16 operands, f32 accumulators.
+/* matmul_mma: NVIDIA tensor cores (sm_80+), f16 or bf16 operands, or f32 operands rounded to
+   TF32 when the caller allows it (MMA_TF32), f32 accumulators.
    WARPS_M x WARPS_N warps share a BLOCK_M x BLOCK_N tile; each warp owns a
    (BLOCK_M / WARPS_M) x (BLOCK_N / WARPS_N) piece as 16 x 8 mma tiles held in registers.
    K is walked in BLOCK_K slices through a ring of STAGES local buffers filled by cp.async:
@@ -404,9 +405,10 @@ __kernel __attribute__((reqd_work_group_size(SK_WG, 1, 1))) void matmul_skinny(O
    flight, so the load latency hides behind the tensor cores with no staging registers, and
    one barrier per slice both publishes a slice and frees the buffer the next copy refills.
    Operands stay in their own layout: the host proves that one dimension is contiguous and
-   every 8-element chunk 16-byte aligned (A_KMAJOR: k contiguous; B_NMAJOR: n contiguous),
-   and ldmatrix.trans turns the other layouts into fragments. Edges are zero-filled by the
-   copies, so the multiply needs no masks; only the epilogue tests bounds. */
+   every 16-byte chunk aligned (A_KMAJOR: k contiguous; B_NMAJOR: n contiguous), and
+   ldmatrix.trans turns the other layouts into fragments (TF32 words are 32-bit, which
+   ldmatrix cannot transpose: those fragments are read word by word). Edges are zero-filled
+   by the copies, so the multiply needs no masks; only the epilogue tests bounds. */
 #include "nv_mma.h"
 
 #define MMA_WG (WARPS_M * WARPS_N * 32)
@@ -414,56 +416,85 @@ __kernel __attribute__((reqd_work_group_size(SK_WG, 1, 1))) void matmul_skinny(O
 #define WARP_N (BLOCK_N / WARPS_N)
 #define FRAG_M (WARP_M / 16)
 #define FRAG_N (WARP_N / 8)
+/* m16n8k8 TF32 takes the register shapes of m16n8k16 f16 with one 32-bit value a register,
+   so everything below is written once in ELEM_BYTES and MMA_K. */
+#if defined(MMA_TF32)
+#define ELEM_T uint
+#define ELEM_BYTES 4
+#define MMA_K 8
+#define MMA nv_mma_tf32
+#elif defined(MMA_BF16)
+#define ELEM_T ushort
+#define ELEM_BYTES 2
+#define MMA_K 16
+#define MMA nv_mma_bf16
+#else
+#define ELEM_T ushort
+#define ELEM_BYTES 2
+#define MMA_K 16
+#define MMA nv_mma_f16
+#endif
+#define CHUNK (16 / ELEM_BYTES) /* elements a 16-byte chunk */
 /* Local tiles are [outer][inner], inner the operand's contiguous dimension, in 16-byte
-   chunks of 8 elements. */
+   chunks. */
 #if A_KMAJOR
 #define A_ROWS BLOCK_M
-#define A_CHUNKS (BLOCK_K / 8)
+#define A_CHUNKS (BLOCK_K / CHUNK)
 #else
 #define A_ROWS BLOCK_K
-#define A_CHUNKS (BLOCK_M / 8)
+#define A_CHUNKS (BLOCK_M / CHUNK)
 #endif
 #if B_NMAJOR
 #define B_ROWS BLOCK_K
-#define B_CHUNKS (BLOCK_N / 8)
+#define B_CHUNKS (BLOCK_N / CHUNK)
 #else
 #define B_ROWS BLOCK_N
-#define B_CHUNKS (BLOCK_K / 8)
+#define B_CHUNKS (BLOCK_K / CHUNK)
 #endif
-#define A_STAGE_BYTES (BLOCK_M * BLOCK_K * 2)
-#define B_STAGE_BYTES (BLOCK_N * BLOCK_K * 2)
-#if defined(MMA_BF16)
-#define MMA nv_mma_bf16
-#else
-#define MMA nv_mma_f16
-#endif
+#define A_STAGE_BYTES (BLOCK_M * BLOCK_K * ELEM_BYTES)
+#define B_STAGE_BYTES (BLOCK_N * BLOCK_K * ELEM_BYTES)
 
 /* One chunk copy: the chunk starts `offset` elements past `base`, `in_row` elements of its
    row remain from there, and the row exists when row_ok; the rest is zero-filled (and an
    absent chunk points at base, which is never read). */
 INLINE void copy_chunk(__local uchar *tile, int row, int chunk, int chunks,
-                       __global const ushort *base, long offset, int row_ok, int in_row)
+                       __global const ELEM_T *base, long offset, int row_ok, int in_row)
 {
-    int n = row_ok ? clamp(in_row, 0, 8) : 0;
-    nv_cp_async16(tile + nv_swizzle(row, chunk, chunks), base + (n ? offset : 0), (uint)n * 2u);
+    int n = row_ok ? clamp(in_row, 0, CHUNK) : 0;
+    nv_cp_async16(tile + nv_swizzle(row, chunk, chunks), base + (n ? offset : 0), (uint)(n * ELEM_BYTES));
 }
 
 /* An operand's slice -> one stage: `rows` rows of `chunks` chunks, row r at
    base + r * row_stride; rows_left rows and inner_left elements of each row remain of the
    operand from the slice's origin. */
-INLINE void copy_tile(__local uchar *tile, __global const ushort *base, long row_stride, int rows,
+INLINE void copy_tile(__local uchar *tile, __global const ELEM_T *base, long row_stride, int rows,
                       int chunks, int rows_left, int inner_left, int tid)
 {
     #pragma unroll
     for (int i = 0; i < rows * chunks / MMA_WG; i++) {
         int e = i * MMA_WG + tid, row = e / chunks, chunk = e % chunks;
-        copy_chunk(tile, row, chunk, chunks, base, row * row_stride + chunk * 8, row < rows_left,
-                   inner_left - chunk * 8);
+        copy_chunk(tile, row, chunk, chunks, base, row * row_stride + chunk * CHUNK, row < rows_left,
+                   inner_left - chunk * CHUNK);
     }
 }
 
-/* The warp's A fragments of rows wm .. wm + WARP_M at k offset kk: four 8 x 8 matrices per
-   16 x 16 tile, (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15). */
+#if defined(MMA_TF32)
+/* The 32-bit word at (row, col) of a tile of `chunks` chunks a row, as an mma operand. */
+INLINE uint tile_word(__local const uchar *tile, int row, int col, int chunks)
+{
+    return nv_tf32(*(__local const uint *)(tile + nv_swizzle(row, col / 4, chunks) + (col % 4) * 4));
+}
+
+INLINE void round_tf32(uint *r, int n)
+{
+    #pragma unroll
+    for (int i = 0; i < n; i++) r[i] = nv_tf32(r[i]);
+}
+#endif
+
+/* The warp's A fragments of rows wm .. wm + WARP_M at k offset kk: four 8 x 8 (b16) matrices
+   per tile, (rows 0-7, k lo), (rows 8-15, k lo), (rows 0-7, k hi), (rows 8-15, k hi), the k
+   halves one chunk each. */
 INLINE void load_a_frags(__local const uchar *tile, int wm, int kk, int lane, uint af[FRAG_M][4])
 {
     int q = lane / 8, r = lane % 8;
@@ -471,7 +502,14 @@ INLINE void load_a_frags(__local const uchar *tile, int wm, int kk, int lane, ui
     for (int i = 0; i < FRAG_M; i++) {
         int m = wm + i * 16;
 #if A_KMAJOR
-        nv_ldmatrix_x4(af[i], tile + nv_swizzle(m + (q % 2) * 8 + r, kk / 8 + q / 2, A_CHUNKS));
+        nv_ldmatrix_x4(af[i], tile + nv_swizzle(m + (q % 2) * 8 + r, kk / CHUNK + q / 2, A_CHUNKS));
+#if defined(MMA_TF32)
+        round_tf32(af[i], 4);
+#endif
+#elif defined(MMA_TF32)
+        #pragma unroll
+        for (int e = 0; e < 4; e++)
+            af[i][e] = tile_word(tile, kk + lane % 4 + (e / 2) * 4, m + lane / 4 + (e % 2) * 8, A_CHUNKS);
 #else
         nv_ldmatrix_x4_trans(af[i], tile + nv_swizzle(kk + (q / 2) * 8 + r, m / 8 + q % 2, A_CHUNKS));
 #endif
@@ -479,20 +517,29 @@ INLINE void load_a_frags(__local const uchar *tile, int wm, int kk, int lane, ui
 }
 
 /* B fragments of columns wn .. wn + WARP_N, two 16 x 8 tiles per ldmatrix: matrices
-   (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15). */
+   (n 0-7, k lo), (n 0-7, k hi), (n 8-15, k lo), (n 8-15, k hi). */
 INLINE void load_b_frags(__local const uchar *tile, int wn, int kk, int lane, uint bf[FRAG_N][2])
 {
     int q = lane / 8, r = lane % 8;
     #pragma unroll
     for (int j = 0; j < FRAG_N; j += 2) {
         int n = wn + j * 8;
+#if B_NMAJOR && defined(MMA_TF32)
+        #pragma unroll
+        for (int e = 0; e < 4; e++)
+            bf[j + e / 2][e % 2] = tile_word(tile, kk + lane % 4 + (e % 2) * 4, n + (e / 2) * 8 + lane / 4, B_CHUNKS);
+#else
         uint f[4];
 #if B_NMAJOR
         nv_ldmatrix_x4_trans(f, tile + nv_swizzle(kk + (q % 2) * 8 + r, n / 8 + q / 2, B_CHUNKS));
 #else
-        nv_ldmatrix_x4(f, tile + nv_swizzle(n + (q / 2) * 8 + r, kk / 8 + q % 2, B_CHUNKS));
+        nv_ldmatrix_x4(f, tile + nv_swizzle(n + (q / 2) * 8 + r, kk / CHUNK + q % 2, B_CHUNKS));
+#if defined(MMA_TF32)
+        round_tf32(f, 4);
+#endif
 #endif
         bf[j][0] = f[0], bf[j][1] = f[1], bf[j + 1][0] = f[2], bf[j + 1][1] = f[3];
+#endif
     }
 }
 
@@ -504,8 +551,8 @@ INLINE void mma_step(const uint af[FRAG_M][4], const uint bf[FRAG_N][2], float a
         for (int j = 0; j < FRAG_N; j++) MMA(acc[i][j], af[i], bf[j]);
 }
 
-INLINE void copy_slice(__local uchar *as, __local uchar *bs, __global const ushort *a,
-                       __global const ushort *b, long a_sm, long a_sk, long b_sk, long b_sn,
+INLINE void copy_slice(__local uchar *as, __local uchar *bs, __global const ELEM_T *a,
+                       __global const ELEM_T *b, long a_sm, long a_sk, long b_sk, long b_sn,
                        int slice, int m_left, int n_left, int K, int tid)
 {
     int k0 = slice * BLOCK_K, slot = slice % STAGES;
@@ -530,8 +577,8 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void matmul_mma(OPE
     int2 tile = tile_coords(get_group_id(0), M, N);
     int tid = get_local_id(0), lane = tid % 32, warp = tid / 32;
     int wm = (warp / WARPS_N) * WARP_M, wn = (warp % WARPS_N) * WARP_N;
-    __global const ushort *a = (__global const ushort *)(A + a_off + batch * a_sb) + (long)tile.x * BLOCK_M * a_sm;
-    __global const ushort *b = (__global const ushort *)(B + b_off + batch * b_sb) + (long)tile.y * BLOCK_N * b_sn;
+    __global const ELEM_T *a = (__global const ELEM_T *)(A + a_off + batch * a_sb) + (long)tile.x * BLOCK_M * a_sm;
+    __global const ELEM_T *b = (__global const ELEM_T *)(B + b_off + batch * b_sb) + (long)tile.y * BLOCK_N * b_sn;
     int m_left = M - tile.x * BLOCK_M, n_left = N - tile.y * BLOCK_N;
     int slices = (K + BLOCK_K - 1) / BLOCK_K;
 
@@ -550,7 +597,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void matmul_mma(OPE
     }
     NV_CP_ASYNC_WAIT(STAGES - 2);
     barrier(CLK_LOCAL_MEM_FENCE);
-    /* Fragments are double-buffered in registers: each 16-deep step loads the next step's
+    /* Fragments are double-buffered in registers: each MMA_K-deep step loads the next step's
        fragments (the first of the next slice, after its barrier, on the last step) before
        its own mma, so ldmatrix latency and the barrier hide behind tensor-core work. */
     uint af[FRAG_M][4], bf[FRAG_N][2];
@@ -564,17 +611,17 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void matmul_mma(OPE
         nv_cp_async_commit();
         int cur = kt % STAGES;
         #pragma unroll
-        for (int step = 0; step < BLOCK_K / 16; step++) {
+        for (int step = 0; step < BLOCK_K / MMA_K; step++) {
             uint an[FRAG_M][4], bn[FRAG_N][2];
-            if (step == BLOCK_K / 16 - 1) {
+            if (step == BLOCK_K / MMA_K - 1) {
                 NV_CP_ASYNC_WAIT(STAGES - 2);
                 barrier(CLK_LOCAL_MEM_FENCE);
                 int nxt = (kt + 1) % STAGES;
                 load_a_frags(as + nxt * A_STAGE_BYTES, wm, 0, lane, an);
                 load_b_frags(bs + nxt * B_STAGE_BYTES, wn, 0, lane, bn);
             } else {
-                load_a_frags(as + cur * A_STAGE_BYTES, wm, (step + 1) * 16, lane, an);
-                load_b_frags(bs + cur * B_STAGE_BYTES, wn, (step + 1) * 16, lane, bn);
+                load_a_frags(as + cur * A_STAGE_BYTES, wm, (step + 1) * MMA_K, lane, an);
+                load_b_frags(bs + cur * B_STAGE_BYTES, wn, (step + 1) * MMA_K, lane, bn);
             }
             mma_step(af, bf, acc);
             #pragma unroll

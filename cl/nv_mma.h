@@ -8,7 +8,7 @@
    - ldmatrix: one instruction loads a warp's mma fragments (four 8 x 8 b16 matrices) from
      local memory, transposing on the way when the operand's contiguous dimension is not the
      one the fragment wants.
-   - mma.sync m16n8k16 (f16, bf16) with f32 accumulators.
+   - mma.sync m16n8k16 (f16, bf16) and m16n8k8 (tf32) with f32 accumulators.
    The driver compiles for .target sm_90, not sm_90a, so Hopper's wgmma is out of reach.
 
    Only the host sets CLKIT_NV_SM (from the device's compute capability): PoCL and AMD never
@@ -78,6 +78,26 @@ NV_INLINE void nv_mma_bf16(float *d, const uint *a, const uint *b)
                      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
                      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+/* d += a (16 x 8, row) * b (8 x 8, col) in TF32: the registers of nv_mma_f16, one 32-bit value
+   each: a = (row l / 4, k l % 4), (row + 8, k), (row, k + 4), (row + 8, k + 4); b = (k l % 4,
+   col l / 4), (k + 4, col). */
+NV_INLINE void nv_mma_tf32(float *d, const uint *a, const uint *b)
+{
+    __asm__ volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+/* An f32 (as its bits) rounded to the nearest TF32, ties away, as cuBLAS rounds under
+   allow_tf32: mma.sync would otherwise truncate the 13 low mantissa bits, a biased error. */
+NV_INLINE uint nv_tf32(uint x)
+{
+    uint r;
+    __asm__("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(as_float(x)));
+    return r;
 }
 
 /* Two f32 values rounded into one register of an mma A fragment (lo the lower column):

@@ -154,6 +154,10 @@ typedef struct clkit_matmul_options {
        THREAD_M=4,THREAD_N=4,GROUP_M=8" (KERNEL 0 naive, 1 tiled, 2 register-blocked,
        3 skinny, 4 tensor cores: BLOCK_M, BLOCK_N, BLOCK_K, WARPS_M, WARPS_N, STAGES, GROUP_M). */
     const char *config;
+    /* Nonzero lets f32 operands run on NVIDIA tensor cores rounded to TF32 (10 mantissa bits,
+       f32 range, f32 accumulation), as PyTorch's allow_tf32: about 2^-11 relative error per
+       input instead of 2^-24. 0 (the default) keeps f32 exact to f32 accumulation. */
+    int allow_tf32;
 } clkit_matmul_options;
 
 /* alpha 1, beta 0, no activation, leaky slope 0.01, provider AUTO, no config. */
@@ -165,7 +169,8 @@ clkit_matmul_options clkit_matmul_defaults(void);
    f32, or for f16/bf16 inputs any of f32, f16, bf16. opt NULL: the defaults.
    On NVIDIA GPUs of compute capability 8.0 and later, f16/bf16 operands go through the tensor
    cores (mma.sync) when each has a unit-stride dimension and its other strides and offset are
-   multiples of 8 elements; other operands, and every other device, take the portable kernels. */
+   multiples of 8 elements (f32 operands under allow_tf32: multiples of 4); other operands, and
+   every other device, take the portable kernels. */
 clkit_status clkit_matmul(clkit_context *ctx, const clkit_tensor *a, const clkit_tensor *b,
                           const clkit_tensor *c, const clkit_matmul_options *opt);
 

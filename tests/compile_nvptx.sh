@@ -3,8 +3,8 @@
 # does: clang-19 (OpenCL C with inline PTX -> PTX, libclc-19's builtins linked in), then
 # ptxas for sm_80 and sm_90. Catches a broken fast path without a GPU: PTX syntax, operand
 # constraints, registers and spills (printed per kernel). The configurations are the
-# tensor-core tiles of host/ops/matmul.c (its mma_shapes table) in both operand dtypes and
-# every operand layout, and those of host/ops/attention.c (mma_fwd, mma_dkdv, mma_dq) for each
+# tensor-core tiles of host/ops/matmul.c (its mma_shapes table in both 16-bit dtypes, its
+# tf32_shapes table with f32 operands) in every operand layout, and those of host/ops/attention.c (mma_fwd, mma_dkdv, mma_dq) for each
 # head dim whose tiles fit 48 KiB of local memory, in both dtypes (sm_90). Prints "nvptx-compile: N passed,
 # M failed"; exits nonzero on any failure.
 # Usage: tests/compile_nvptx.sh [CLANG=clang-19]
@@ -48,23 +48,32 @@ build() {
   fi
 }
 
-shapes=$(table "$root/host/ops/matmul.c" mma_shapes)
-[ -n "$shapes" ] || { echo "no mma_shapes table in host/ops/matmul.c"; fail=$((fail + 1)); }
-for s in $shapes; do
-  IFS=, read -r bm bn bk wm wn st <<<"$s"
-  tile="-D KERNEL=4 -D BLOCK_M=$bm -D BLOCK_N=$bn -D BLOCK_K=$bk -D WARPS_M=$wm -D WARPS_N=$wn -D STAGES=$st -D GROUP_M=8"
-  for sm in 80 90; do
-    for layout in "1 0" "1 1" "0 0" "0 1"; do
-      read -r ak bn_ <<<"$layout"
-      # shellcheck disable=SC2086 # $tile is a list of flags
-      build "${bm}x${bn}x${bk} w${wm}x${wn} s$st f16 A_KMAJOR=$ak B_NMAJOR=$bn_" "$sm" matmul.cl $tile \
-        -D A_DTYPE=F16 -D B_DTYPE=F16 -D C_DTYPE=F32 -D A_KMAJOR="$ak" -D B_NMAJOR="$bn_"
+# matmul TABLE DTYPE: each tile of host/ops/matmul.c's TABLE with DTYPE operands (F16, or F32
+# through TF32) in every operand layout into f32, for sm_80 and sm_90; F16 tiles also bf16 -> bf16
+matmul() {
+  local tiles tile
+  tiles=$(table "$root/host/ops/matmul.c" "$1")
+  [ -n "$tiles" ] || { echo "no $1 table in host/ops/matmul.c"; fail=$((fail + 1)); }
+  for s in $tiles; do
+    IFS=, read -r bm bn bk wm wn st <<<"$s"
+    tile="-D KERNEL=4 -D BLOCK_M=$bm -D BLOCK_N=$bn -D BLOCK_K=$bk -D WARPS_M=$wm -D WARPS_N=$wn -D STAGES=$st -D GROUP_M=8"
+    for sm in 80 90; do
+      for layout in "1 0" "1 1" "0 0" "0 1"; do
+        read -r ak bn_ <<<"$layout"
+        # shellcheck disable=SC2086 # $tile is a list of flags
+        build "${bm}x${bn}x${bk} w${wm}x${wn} s$st $2 A_KMAJOR=$ak B_NMAJOR=$bn_" "$sm" matmul.cl $tile \
+          -D A_DTYPE="$2" -D B_DTYPE="$2" -D C_DTYPE=F32 -D A_KMAJOR="$ak" -D B_NMAJOR="$bn_" \
+          $([ "$2" = F32 ] && echo -D MMA_TF32)
+      done
+      [ "$2" = F16 ] || continue
+      # shellcheck disable=SC2086
+      build "${bm}x${bn}x${bk} w${wm}x${wn} s$st bf16>bf16" "$sm" matmul.cl $tile -D A_DTYPE=BF16 \
+        -D B_DTYPE=BF16 -D C_DTYPE=BF16 -D A_KMAJOR=1 -D B_NMAJOR=1 -D MMA_BF16
     done
-    # shellcheck disable=SC2086
-    build "${bm}x${bn}x${bk} w${wm}x${wn} s$st bf16>bf16" "$sm" matmul.cl $tile -D A_DTYPE=BF16 \
-      -D B_DTYPE=BF16 -D C_DTYPE=BF16 -D A_KMAJOR=1 -D B_NMAJOR=1 -D MMA_BF16
   done
-done
+}
+matmul mma_shapes F16
+matmul tf32_shapes F32
 # attention TABLE: each tile (BLOCK_M, BLOCK_N, WARPS) of host/ops/attention.c's table
 # mma_TABLE for every head dim where its program's local memory (cl/attention.cl: the held
 # tiles, or the streamed stages with dK/dV's lse and delta) fits 48 KiB

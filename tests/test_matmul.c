@@ -55,12 +55,14 @@ typedef struct run {
     char la, lb, lc;
     int a_bcast, b_bcast;
     int aligned; /* A and B strides and offsets multiples of 8 elements */
+    double in_rtol; /* relative rounding of each input on its way to the multiply (TF32) */
     clkit_matmul_options opt;
 } run;
 
 /* Runs r on the device and compares every element of C's buffer: inside the view against the
-   reference, outside it unchanged. */
-static void check_run(clkit_context *ctx, const run *r, const char *what)
+   reference, outside it unchanged. Returns the largest error inside C relative to the sum of
+   the absolute products (which rounded inputs scale). */
+static double check_run(clkit_context *ctx, const run *r, const char *what)
 {
     int64_t bt = r->batch;
     operand a = make(ctx, r->in, r->a_bcast ? 0 : bt, r->m, r->k, r->la, r->aligned ? -1 : 3,
@@ -80,15 +82,19 @@ static void check_run(clkit_context *ctx, const run *r, const char *what)
     tu_read(ctx, c.buf, r->out, c.len, got);
     double eps = 0x1p-23; /* f32 accumulation whatever the input dtype */
     double out_rtol = r->out == CLKIT_F32 ? 0 : r->out == CLKIT_F16 ? 0x1p-10 : 0x1p-7;
+    double worst = 0;
     for (size_t i = 0; i < c.len; i++) {
         ptrdiff_t e = (double *)&want[i] - wc.v;
         int64_t z = c.r.s[0] ? e / c.r.s[0] : 0, rem = e - z * c.r.s[0];
         int64_t row = r->lc == 'n' ? rem / c.r.s[1] : rem % c.r.s[2];
         int64_t col = r->lc == 'n' ? rem % c.r.s[1] : rem / c.r.s[2];
         int inside = e >= 0 && z < bt && row < r->m && col < r->n;
-        double tol = inside ? (4.0 * (double)(r->k + 2) * eps * mag[(z * r->m + row) * r->n + col] +
+        double abs_sum = inside ? mag[(z * r->m + row) * r->n + col] : 0;
+        double tol = inside ? ((4.0 * (double)(r->k + 2) * eps + 2.0 * r->in_rtol) * abs_sum +
                                out_rtol * fabs(want[i]) + 1e-30)
                             : 0;
+        if (inside && abs_sum > 0 && fabs(got[i] - want[i]) / abs_sum > worst)
+            worst = fabs(got[i] - want[i]) / abs_sum;
         if (!tu_close(got[i], want[i], tol, 0))
             ck_abort_msg("%s: %s element %zu (batch %lld, %lld, %lld) is %.9g, expected %.9g", what,
                          inside ? "C" : "outside C", i, (long long)z, (long long)row, (long long)col,
@@ -96,6 +102,7 @@ static void check_run(clkit_context *ctx, const run *r, const char *what)
     }
     free(want), free(got), free(mag);
     drop(&a), drop(&b), drop(&c);
+    return worst;
 }
 
 static run basic(int64_t m, int64_t n, int64_t k)
@@ -306,6 +313,65 @@ START_TEST(tensor_cores)
 }
 END_TEST
 
+/* f32 operands under allow_tf32. With tensor cores: every TF32 tile the tuner may pick in each
+   operand layout, edges that cut 4-element chunks, batches with broadcast, alpha, beta and
+   activations, and the default choice, each within the TF32 rounding bound (2^-11 an input)
+   and measurably off exact f32 (the path ran: f32 accumulation alone stays near 2^-24);
+   unaligned operands and allow_tf32 0 exact, and a forced tensor-core config refused without
+   allow_tf32. Without tensor cores, allow_tf32 changes nothing: exact f32. */
+START_TEST(tf32)
+{
+    clkit_context *ctx = tu_ctx();
+    struct clkit_device_props props;
+    TU_CHECK(clkit_device_props(ctx, &props));
+    static const char *configs[] = {
+        "KERNEL=4,BLOCK_M=128,BLOCK_N=128,BLOCK_K=16,WARPS_M=2,WARPS_N=4,STAGES=3,GROUP_M=8",
+        "KERNEL=4,BLOCK_M=128,BLOCK_N=256,BLOCK_K=8,WARPS_M=2,WARPS_N=4,STAGES=4,GROUP_M=8",
+        "KERNEL=4,BLOCK_M=256,BLOCK_N=128,BLOCK_K=8,WARPS_M=4,WARPS_N=2,STAGES=4,GROUP_M=4",
+        "KERNEL=4,BLOCK_M=128,BLOCK_N=128,BLOCK_K=8,WARPS_M=2,WARPS_N=4,STAGES=6,GROUP_M=1",
+        "KERNEL=4,BLOCK_M=128,BLOCK_N=64,BLOCK_K=16,WARPS_M=2,WARPS_N=2,STAGES=4,GROUP_M=8",
+        "KERNEL=4,BLOCK_M=64,BLOCK_N=128,BLOCK_K=16,WARPS_M=2,WARPS_N=2,STAGES=4,GROUP_M=8",
+        "KERNEL=4,BLOCK_M=64,BLOCK_N=64,BLOCK_K=32,WARPS_M=2,WARPS_N=2,STAGES=3,GROUP_M=2",
+        "KERNEL=4,BLOCK_M=64,BLOCK_N=64,BLOCK_K=16,WARPS_M=2,WARPS_N=2,STAGES=4,GROUP_M=8",
+        "KERNEL=4,BLOCK_M=32,BLOCK_N=64,BLOCK_K=16,WARPS_M=1,WARPS_N=2,STAGES=4,GROUP_M=8",
+    };
+    static const char layouts[][2] = {{'n', 'n'}, {'n', 't'}, {'t', 'n'}, {'t', 't'}};
+    static const int64_t tf_shapes[][3] = {{16, 8, 8}, {200, 136, 72}, {61, 45, 37}, {257, 130, 300}};
+    int tc = props.tensor_cores;
+    for (size_t i = 0; i < (tc ? sizeof configs / sizeof *configs : 0); i++)
+        for (size_t l = 0; l < 4; l++) {
+            const int64_t *sh = tf_shapes[(i + l) % 4];
+            run r = basic(sh[0], sh[1], sh[2]);
+            r.aligned = 1, r.opt.config = configs[i], r.opt.allow_tf32 = 1, r.in_rtol = 0x1p-11;
+            r.la = layouts[l][0], r.lb = layouts[l][1], r.lc = l == 3 ? 't' : 'n';
+            char what[160];
+            snprintf(what, sizeof what, "tf32 %s %lldx%lldx%lld %c%c", configs[i], (long long)r.m,
+                     (long long)r.n, (long long)r.k, r.la, r.lb);
+            ck_assert_msg(check_run(ctx, &r, what) > 0x1p-20, "%s: exact f32, not TF32", what);
+        }
+    for (int variant = 0; variant < 4; variant++) {
+        run r = basic(96, 72, 40);
+        r.aligned = 1, r.batch = 3, r.opt.allow_tf32 = 1, r.in_rtol = tc ? 0x1p-11 : 0;
+        r.a_bcast = variant == 1, r.b_bcast = variant == 2;
+        r.opt.alpha = variant == 3 ? -0.5f : 1.0f, r.opt.beta = variant == 3 ? 0.75f : 0.0f;
+        r.opt.activation = (clkit_activation)(variant % 3);
+        r.opt.leaky_slope = 0.1f;
+        double err = check_run(ctx, &r, "tf32: default choice, batched");
+        if (tc) ck_assert_msg(err > 0x1p-20, "tf32 default choice: exact f32, not TF32");
+    }
+    run exact = basic(96, 72, 40), ragged = basic(96, 72, 40);
+    exact.aligned = 1;
+    ragged.opt.allow_tf32 = 1; /* strides of odd element counts: no 16-byte chunks */
+    check_run(ctx, &exact, "tf32 off: exact f32");
+    check_run(ctx, &ragged, "tf32 on unaligned operands: exact f32");
+    exact.opt.config = configs[0];
+    operand a = make(ctx, CLKIT_F32, 0, 64, 64, 'n', 0, 0, 1), c = make(ctx, CLKIT_F32, 0, 64, 64, 'n', 0, 0, 2);
+    TU_EXPECT(CLKIT_ERR_INVALID_VALUE, clkit_matmul(ctx, &a.t, &a.t, &c.t, &exact.opt));
+    drop(&a), drop(&c);
+    clkit_context_release(ctx);
+}
+END_TEST
+
 START_TEST(clblast_provider)
 {
     clkit_context *ctx = tu_ctx();
@@ -425,6 +491,7 @@ int main(void)
     tcase_add_test(tc, batched_and_broadcast);
     tcase_add_test(tc, every_config);
     tcase_add_test(tc, tensor_cores);
+    tcase_add_test(tc, tf32);
     tcase_add_test(tc, clblast_provider);
     tcase_add_test(tc, bad_input);
     tcase_add_test(tc, autotune_on_first_use);

@@ -20,15 +20,15 @@ static const measure_budget quick_budget = {5, 20, 250, 5, 30, 0};
 typedef struct bench_opts {
     const char *device, *op, *plot;
     clkit_dtype dtype;
-    int quick, reps;
+    int quick, reps, tf32;
     out_format format;
     uint64_t flush;  /* bytes written between repeats */
 } bench_opts;
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: clkit bench [--op NAME|all] [--dtype f32|f16|bf16] [--quick] [--reps N]\n"
-               "                   [--csv | --json] [--plot FILE.png] [--device D]\n"
+    fprintf(f, "usage: clkit bench [--op NAME|all] [--dtype f32|f16|bf16] [--tf32] [--quick]\n"
+               "                   [--reps N] [--csv | --json] [--plot FILE.png] [--device D]\n"
                "\n"
                "Times each op over the tutorials' sizes: add, dropout and copy n = 2^12 .. 2^27\n"
                "(copy also transposes square matrices), softmax 4096 x N for N = 128 i\n"
@@ -69,6 +69,8 @@ static void usage(FILE *f)
                "               layernorm in f16 and f32, linear_cross_entropy in f16,\n"
                "               attention 32 x 4 x L x 128 in f32 and 8 x 16 x L x 64 in f16);\n"
                "               grayscale runs u8 too; matmul writes f32 whatever its inputs\n"
+               "  --tf32       matmul with f32 inputs may round them to TF32 on the tensor cores\n"
+               "               (allow_tf32 of clkit_matmul_options; a no-op elsewhere)\n"
                "  --quick      a few small sizes: seconds on a CPU\n"
                "  --reps N     exactly N timed repeats per row and column\n"
                "  --csv        CSV: op,dtype,shape,n_bytes,ms_median,ms_p20,ms_p80,gbps_median,\n"
@@ -106,7 +108,8 @@ static int parse(int argc, char **argv, bench_opts *o)
         {"quick", no_argument, NULL, 'q'},       {"reps", required_argument, NULL, 'r'},
         {"csv", no_argument, NULL, 'c'},         {"json", no_argument, NULL, 'j'},
         {"plot", required_argument, NULL, 'p'},  {"device", required_argument, NULL, 'd'},
-        {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0},
+        {"tf32", no_argument, NULL, 'f'},        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     memset(o, 0, sizeof *o);
     int c, t, formats = 0;
@@ -119,6 +122,7 @@ static int parse(int argc, char **argv, bench_opts *o)
             o->dtype = (clkit_dtype)t;
             break;
         case 'q': o->quick = 1; break;
+        case 'f': o->tf32 = 1; break;
         case 'r':
             if ((o->reps = atoi(optarg)) <= 0) return bad_usage("--reps takes a positive count");
             break;
@@ -245,6 +249,7 @@ static int bench_dtype(bench_run *run, const op_def *op, clkit_dtype dtype)
                 n == 1 ? "" : "s");
     for (int i = 0; i < n; i++) {
         op_problem p = op_problem_make(op, dtype, shapes[i]);
+        p.allow_tf32 = run->o->tf32;
         /* New contexts cost 1.5 s each on NVIDIA's OpenCL: first calls, which need two,
            are measured on the first shape and on the targets' shapes only. */
         clkit_status s = bench_row(run, &p, i == 0 || shapes[i].target);

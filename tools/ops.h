@@ -42,6 +42,7 @@ typedef struct op_problem {
     clkit_dtype dtype;      /* of the inputs */
     clkit_dtype out_dtype;  /* of the output */
     clkit_provider provider;  /* whose kernels the call asks for (matmul) */
+    int allow_tf32;           /* matmul: f32 inputs may take the TF32 tensor cores */
     op_shape shape;
     cl_mem buf[OP_MAX_SLOTS];
     clkit_tensor t[OP_MAX_SLOTS];

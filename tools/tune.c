@@ -11,7 +11,7 @@
 
 typedef struct tune_opts {
     const char *device, *op, *shapes, *export_to, *import_from;
-    int standard;
+    int standard, tf32;
     clkit_dtype dtype;
     int out_dtype;    /* -1: the op's default for the inputs */
     int transposed;   /* --layout as op_shape.transposed bits: nt = B, tn = A */
@@ -28,7 +28,7 @@ typedef struct tune_result {
 static void usage(FILE *f)
 {
     fprintf(f, "usage: clkit tune [--op NAME] (--shapes LIST | --standard) [--dtype f32|f16|bf16]\n"
-               "                  [--out-dtype f32|f16|bf16] [--layout nn|nt|tn|tt]\n"
+               "                  [--out-dtype f32|f16|bf16] [--layout nn|nt|tn|tt] [--tf32]\n"
                "                  [--budget SECONDS] [--export FILE] [--import FILE] [--device D]\n"
                "\n"
                "Times every candidate configuration of the op on each shape (candidate i of n,\n"
@@ -50,6 +50,8 @@ static void usage(FILE *f)
                "  --dtype T        the inputs' dtype (default f32)\n"
                "  --out-dtype T    the output's (default f32; f16 and bf16 inputs may also\n"
                "                   write their own dtype)\n"
+               "  --tf32           f32 inputs may round to TF32 on the tensor cores (matmul's\n"
+               "                   allow_tf32: calls that set it find these entries)\n"
                "  --layout L       nn (default), nt (B stored transposed, as (N, K)), tn (A as\n"
                "                   (K, M)) or tt\n"
                "  --budget S       stop trying candidates of a shape after S seconds, keeping\n"
@@ -93,7 +95,8 @@ static int parse(int argc, char **argv, tune_opts *o)
         {"out-dtype", required_argument, NULL, 'T'}, {"layout", required_argument, NULL, 'l'},
         {"budget", required_argument, NULL, 'b'},  {"export", required_argument, NULL, 'e'},
         {"import", required_argument, NULL, 'i'},  {"device", required_argument, NULL, 'd'},
-        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+        {"tf32", no_argument, NULL, 'f'},          {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     memset(o, 0, sizeof *o);
     o->op = "matmul";
@@ -105,6 +108,7 @@ static int parse(int argc, char **argv, tune_opts *o)
         case 'o': o->op = optarg; break;
         case 's': o->shapes = optarg; break;
         case 'S': o->standard = 1; break;
+        case 'f': o->tf32 = 1; break;
         case 't':
             if ((t = float_dtype(optarg)) < 0) return bad_usage("--dtype takes f32, f16 or bf16");
             o->dtype = (clkit_dtype)t;
@@ -232,6 +236,7 @@ static op_problem tune_problem(const tune_opts *o, const op_def *op, const op_sh
 {
     op_problem p = op_problem_make(op, o->dtype, *shape);
     if (o->out_dtype >= 0) p.out_dtype = (clkit_dtype)o->out_dtype;
+    p.allow_tf32 = o->tf32;
     op_shape_text(&p, r->shape, sizeof r->shape);
     r->flops = op->flops ? op->flops(&p) : 0;
     /* The tuner writes a scratch copy of the output. */

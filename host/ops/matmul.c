@@ -19,6 +19,7 @@ typedef struct problem {
     int64_t a_off, b_off, c_off; /* element offsets */
     clkit_matmul_options opt;
     int mma; /* the tensor-core kernel can take these operands on this device */
+    int tf32; /* f32 operands the caller lets the tensor cores round to TF32 */
 } problem;
 
 clkit_matmul_options clkit_matmul_defaults(void)
@@ -78,22 +79,26 @@ static clkit_status check_shapes(clkit_context *ctx, problem *p)
     return CLKIT_OK;
 }
 
-/* cp.async moves 16-byte chunks of 8 elements along an operand's unit-stride dimension: that
-   dimension must be contiguous (or of size 1), and every other stride and the offset must
-   keep chunks 16-byte aligned. */
-static int mma_operand(int64_t unit_stride, int64_t unit_size, int64_t other, int64_t batch, int64_t off)
+/* cp.async moves 16-byte chunks (`chunk` elements) along an operand's unit-stride dimension:
+   that dimension must be contiguous (or of size 1), and every other stride and the offset
+   must keep chunks 16-byte aligned. */
+static int mma_operand(int64_t unit_stride, int64_t unit_size, int64_t other, int64_t batch,
+                       int64_t off, int64_t chunk)
 {
-    return (unit_stride == 1 || unit_size == 1) && other % 8 == 0 && batch % 8 == 0 && off % 8 == 0;
+    return (unit_stride == 1 || unit_size == 1) && other % chunk == 0 && batch % chunk == 0 &&
+           off % chunk == 0;
 }
 
 static int mma_operands(const clkit_context *ctx, const problem *p)
 {
-    if (!ctx->props.tensor_cores || ctx->fast_path_failed || p->a->dtype == CLKIT_F32) return 0;
+    if (!ctx->props.tensor_cores || ctx->fast_path_failed || (p->a->dtype == CLKIT_F32 && !p->tf32))
+        return 0;
+    int64_t chunk = 16 / (int64_t)clkit_dtype_size(p->a->dtype);
     int a_kmajor = p->as[1] != 1, b_nmajor = p->bs[1] != 1;
-    int a = a_kmajor ? mma_operand(p->as[2], p->k, p->as[1], p->as[0], p->a_off)
-                     : mma_operand(1, p->m, p->as[2], p->as[0], p->a_off);
-    int b = b_nmajor ? mma_operand(p->bs[2], p->n, p->bs[1], p->bs[0], p->b_off)
-                     : mma_operand(1, p->k, p->bs[2], p->bs[0], p->b_off);
+    int a = a_kmajor ? mma_operand(p->as[2], p->k, p->as[1], p->as[0], p->a_off, chunk)
+                     : mma_operand(1, p->m, p->as[2], p->as[0], p->a_off, chunk);
+    int b = b_nmajor ? mma_operand(p->bs[2], p->n, p->bs[1], p->bs[0], p->b_off, chunk)
+                     : mma_operand(1, p->k, p->bs[2], p->bs[0], p->b_off, chunk);
     return a && b;
 }
 
@@ -119,6 +124,7 @@ static clkit_status validate(clkit_context *ctx, const clkit_tensor *a, const cl
     if ((unsigned)o->activation > CLKIT_ACT_LEAKY_RELU || (unsigned)o->provider > CLKIT_PROVIDER_CLBLAST)
         return clkit_fail(ctx, CLKIT_ERR_INVALID_VALUE, "unknown activation %d or provider %d",
                           (int)o->activation, (int)o->provider);
+    p->tf32 = a->dtype == CLKIT_F32 && o->allow_tf32;
     p->mma = mma_operands(ctx, p);
     return CLKIT_OK;
 }
@@ -134,26 +140,29 @@ static uint64_t blocked_local_bytes(const clkit_config *c)
 
 static int pow2(int x) { return x > 0 && (x & (x - 1)) == 0; }
 
-/* The tensor-core kernel's tile on this device: each warp's piece a whole number of 16 x 16
-   fragment pairs with at most 128 f32 accumulators a lane (more spills), the copies spread
-   evenly over the work-group, the STAGES-deep ring within local memory. */
-static int mma_legal(const struct clkit_device_props *p, const clkit_config *c)
+/* The tensor-core kernel's tile for these operands on this device: operands it can take,
+   BLOCK_K a whole number of mma steps (k 16 for 16-bit dtypes, 8 for TF32), each warp's piece
+   a whole number of 16 x 16 fragment pairs with at most 128 f32 accumulators a lane (more
+   spills), the copies spread evenly over the work-group, the STAGES-deep ring within local
+   memory. */
+static int mma_legal(const struct clkit_device_props *p, const problem *pr, const clkit_config *c)
 {
     int bm = cfg(c, "BLOCK_M"), bn = cfg(c, "BLOCK_N"), bk = cfg(c, "BLOCK_K");
     int wm = cfg(c, "WARPS_M"), wn = cfg(c, "WARPS_N"), stages = cfg(c, "STAGES");
-    if (!p->tensor_cores || !pow2(bm) || !pow2(bn) || !pow2(wm) || !pow2(wn) || bk < 16 ||
+    int elem = (int)clkit_dtype_size(pr->a->dtype), chunk = 16 / elem;
+    if (!pr->mma || !pow2(bm) || !pow2(bn) || !pow2(wm) || !pow2(wn) || bk < 32 / elem ||
         bk > 64 || !pow2(bk) || stages < 2 || stages > 6 || cfg(c, "GROUP_M") < 1)
         return 0;
     int warp_m = bm / wm, warp_n = bn / wn, wg = wm * wn * 32;
-    uint64_t local = (uint64_t)stages * (uint64_t)(bm + bn) * (uint64_t)bk * 2;
+    uint64_t local = (uint64_t)stages * (uint64_t)(bm + bn) * (uint64_t)bk * (uint64_t)elem;
     return warp_m >= 16 && warp_n >= 16 && (warp_m / 16) * (warp_n / 8) * 4 <= 128 &&
-           (size_t)wg <= p->max_work_group && (bm * bk / 8) % wg == 0 && (bn * bk / 8) % wg == 0 &&
-           local <= p->local_mem;
+           (size_t)wg <= p->max_work_group && (bm * bk / chunk) % wg == 0 &&
+           (bn * bk / chunk) % wg == 0 && local <= p->local_mem;
 }
 
-/* Whether a config can run on this device (before building: the built kernel's own limit is
-   checked at launch). */
-static int config_legal(const struct clkit_device_props *p, const clkit_config *c)
+/* Whether a config can run these operands on this device (before building: the built
+   kernel's own limit is checked at launch). */
+static int config_legal(const struct clkit_device_props *p, const problem *pr, const clkit_config *c)
 {
     int kernel = cfg(c, "KERNEL");
     if (clkit_config_get(c, "provider", 0)) return 1;
@@ -168,7 +177,7 @@ static int config_legal(const struct clkit_device_props *p, const clkit_config *
                (size_t)(cols * lanes) <= p->max_work_group &&
                16ull * (uint64_t)(lanes * rows * cols) <= p->local_mem;
     }
-    if (kernel == KERNEL_MMA) return mma_legal(p, c);
+    if (kernel == KERNEL_MMA) return mma_legal(p, pr, c);
     if (kernel != KERNEL_BLOCKED) return 0;
     int bm = cfg(c, "BLOCK_M"), bn = cfg(c, "BLOCK_N"), bk = cfg(c, "BLOCK_K");
     int tm = cfg(c, "THREAD_M"), tn = cfg(c, "THREAD_N"), g = cfg(c, "GROUP_M");
@@ -201,13 +210,6 @@ static clkit_config mma(const int *shape, int group)
     for (int i = 0; i < 6; i++) clkit_config_set(&c, names[i], shape[i]);
     clkit_config_set(&c, "GROUP_M", group);
     return c;
-}
-
-/* A config for these operands on this device: the tensor-core kernel needs operands it can
-   take (a cached entry of another shape or layout may not). */
-static int config_usable(const struct clkit_device_props *p, const problem *pr, const clkit_config *c)
-{
-    return config_legal(p, c) && (cfg(c, "KERNEL") != KERNEL_MMA || pr->mma);
 }
 
 static clkit_config skinny(int cols, int lanes, int rows)
@@ -260,7 +262,25 @@ static const int mma_shapes[][6] = {
     {64, 128, 32, 2, 2, 4},  {64, 64, 64, 2, 2, 3},   {64, 64, 32, 2, 2, 4},
     {32, 64, 32, 1, 2, 4},
 };
-#define NMMA (sizeof mma_shapes / sizeof *mma_shapes)
+
+/* The same for f32 operands rounded to TF32 (BLOCK_K in f32 elements, twice the bytes): the
+   ring of 48 KiB holds half the k of the 16-bit tiles. 128 x 128 on four warps is left out:
+   with the TF32 conversions its 64 x 64 warp pieces spill at BLOCK_K 16. */
+static const int tf32_shapes[][6] = {
+    {128, 128, 16, 2, 4, 3}, {128, 256, 8, 2, 4, 4},  {256, 128, 8, 4, 2, 4},
+    {128, 128, 8, 2, 4, 6},  {128, 64, 16, 2, 2, 4},
+    {64, 128, 16, 2, 2, 4},  {64, 64, 32, 2, 2, 3},   {64, 64, 16, 2, 2, 4},
+    {32, 64, 16, 1, 2, 4},
+};
+
+/* The tensor-core tiles for these operands' dtype; none where the kernel cannot take them. */
+static size_t mma_table(const problem *pr, const int (**rows)[6])
+{
+    int tf32 = pr->a->dtype == CLKIT_F32;
+    *rows = tf32 ? tf32_shapes : mma_shapes;
+    if (!pr->mma) return 0;
+    return tf32 ? sizeof tf32_shapes / sizeof *tf32_shapes : sizeof mma_shapes / sizeof *mma_shapes;
+}
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -275,22 +295,24 @@ static clkit_config heuristic_config(const struct clkit_device_props *p, const p
         int rows = skinny_rows(pr->m), cols = 8;
         while (cols > 2 && (uint64_t)ceil_div(pr->n, 4 * cols) * pr->batch < 2ull * want) cols /= 2;
         clkit_config c = skinny(cols, (rows <= 4 ? 256 : 128) / cols, rows);
-        if (config_legal(p, &c)) return c;
+        if (config_legal(p, pr, &c)) return c;
     }
     clkit_config best = {0};
     int found = 0;
-    for (size_t i = 0; i < NMMA && pr->mma; i++) {
-        clkit_config c = mma(mma_shapes[i], 8);
-        if (!config_legal(p, &c)) continue;
+    const int (*tiles)[6];
+    size_t ntiles = mma_table(pr, &tiles);
+    for (size_t i = 0; i < ntiles; i++) {
+        clkit_config c = mma(tiles[i], 8);
+        if (!config_legal(p, pr, &c)) continue;
         best = c, found = 1;
-        if ((uint64_t)(ceil_div(pr->m, mma_shapes[i][0]) * ceil_div(pr->n, mma_shapes[i][1]) * pr->batch) >= want)
+        if ((uint64_t)(ceil_div(pr->m, tiles[i][0]) * ceil_div(pr->n, tiles[i][1]) * pr->batch) >= want)
             return c;
     }
     if (found) return best;
     for (size_t i = 0; i < NSHAPES; i++) {
         const int *s = block_shapes[i];
         clkit_config c = blocked(s[0], s[1], s[2], s[3], s[4], 8);
-        if (!config_legal(p, &c) || (!p->is_gpu && s[0] * s[1] > 64 * 64)) continue;
+        if (!config_legal(p, pr, &c) || (!p->is_gpu && s[0] * s[1] > 64 * 64)) continue;
         if (pr->m <= 16 && s[0] > 16 && p->is_gpu) continue; /* skinny: don't waste rows */
         if (!found) best = c, found = 1;
         uint64_t tiles = (uint64_t)(ceil_div(pr->m, s[0]) * ceil_div(pr->n, s[1]) * pr->batch);
@@ -314,25 +336,27 @@ static int candidates(const struct clkit_device_props *p, const problem *pr, clk
         clkit_config_set(&c, "provider", 1);
         out[n++] = c;
     }
-    for (size_t i = 0; i < NMMA && n < max && pr->mma; i++) {
-        clkit_config c = mma(mma_shapes[i], 8);
-        if (config_legal(p, &c) && memcmp(&c, &out[0], sizeof c) != 0) out[n++] = c;
+    const int (*tiles)[6];
+    size_t ntiles = mma_table(pr, &tiles);
+    for (size_t i = 0; i < ntiles && n < max; i++) {
+        clkit_config c = mma(tiles[i], 8);
+        if (config_legal(p, pr, &c) && memcmp(&c, &out[0], sizeof c) != 0) out[n++] = c;
     }
     for (size_t i = 0; i < NSHAPES && n < max; i++) {
         const int *s = block_shapes[i];
         clkit_config c = blocked(s[0], s[1], s[2], s[3], s[4], 8);
-        if (config_legal(p, &c) && memcmp(&c, &out[0], sizeof c) != 0) out[n++] = c;
+        if (config_legal(p, pr, &c) && memcmp(&c, &out[0], sizeof c) != 0) out[n++] = c;
     }
     static const int skinny_shapes[][2] = {{8, 32}, {4, 64}, {2, 128}, {4, 32}, {2, 64},
                                            {8, 16}, {16, 16}, {8, 8}, {16, 8}, {32, 8}};
     for (size_t i = 0; i < 10 && n < max && pr->m <= 32; i++) {
         clkit_config c = skinny(skinny_shapes[i][0], skinny_shapes[i][1], skinny_rows(pr->m));
-        if (config_legal(p, &c) && memcmp(&c, &out[0], sizeof c) != 0) out[n++] = c;
+        if (config_legal(p, pr, &c) && memcmp(&c, &out[0], sizeof c) != 0) out[n++] = c;
     }
     static const int simple_kernels[][2] = {{KERNEL_TILED, 16}, {KERNEL_TILED, 32}, {KERNEL_NAIVE, 16}};
     for (size_t i = 0; i < 3 && n < max; i++) {
         clkit_config c = simple(simple_kernels[i][0], simple_kernels[i][1]);
-        if (config_legal(p, &c)) out[n++] = c;
+        if (config_legal(p, pr, &c)) out[n++] = c;
     }
     return n;
 }
@@ -366,8 +390,9 @@ static void build_options(const problem *pr, const clkit_config *c, char *buf, s
         snprintf(buf + used, n - (size_t)used, " -D VEC_B=%d",
                  operand_vec(pr->bs[2], pr->bs[1], pr->bs[0], pr->b_off, 4, 4));
     if (cfg(c, "KERNEL") == KERNEL_MMA) {
+        clkit_dtype t = pr->a->dtype;
         snprintf(buf + used, n - (size_t)used, " -D A_KMAJOR=%d -D B_NMAJOR=%d%s", pr->as[1] != 1,
-                 pr->bs[1] != 1, pr->a->dtype == CLKIT_BF16 ? " -D MMA_BF16" : "");
+                 pr->bs[1] != 1, t == CLKIT_BF16 ? " -D MMA_BF16" : t == CLKIT_F32 ? " -D MMA_TF32" : "");
         return;
     }
     if (cfg(c, "KERNEL") != KERNEL_BLOCKED) return;
@@ -526,8 +551,8 @@ static clkit_tune_key tune_key(const problem *pr)
     /* n: row-major (k or n contiguous), t: transposed, g: general strides */
     char la = pr->as[2] <= 1 ? 'n' : pr->as[1] <= 1 ? 't' : 'g';
     char lb = pr->bs[2] <= 1 ? 'n' : pr->bs[1] <= 1 ? 't' : 'g';
-    snprintf(k.layout, sizeof k.layout, "%c%c%s%s", la, lb, pr->batch > 1 ? ".batched" : "",
-             pr->opt.activation != CLKIT_ACT_NONE ? ".act" : "");
+    snprintf(k.layout, sizeof k.layout, "%c%c%s%s%s", la, lb, pr->batch > 1 ? ".batched" : "",
+             pr->opt.activation != CLKIT_ACT_NONE ? ".act" : "", pr->tf32 ? ".tf32" : "");
     k.shape[0] = pr->m, k.shape[1] = pr->n, k.shape[2] = pr->k, k.shape[3] = pr->batch;
     k.nshape = 4;
     return k;
@@ -540,7 +565,7 @@ static clkit_status choose(clkit_context *ctx, const problem *pr, clkit_config *
 {
     const clkit_matmul_options *o = &pr->opt;
     if (o->config) {
-        if (clkit_config_parse(o->config, c) != 0 || !config_usable(&ctx->props, pr, c))
+        if (clkit_config_parse(o->config, c) != 0 || !config_legal(&ctx->props, pr, c))
             return clkit_fail(ctx, CLKIT_ERR_INVALID_VALUE, "matmul config '%s' is malformed or "
                               "does not fit this device and these operands", o->config);
         return CLKIT_OK;
@@ -552,7 +577,7 @@ static clkit_status choose(clkit_context *ctx, const problem *pr, clkit_config *
     }
     clkit_tune_key key = tune_key(pr);
     clkit_lookup found = clkit_cache_lookup(ctx, &key, c);
-    int usable = found != CLKIT_LOOKUP_NONE && config_usable(&ctx->props, pr, c) &&
+    int usable = found != CLKIT_LOOKUP_NONE && config_legal(&ctx->props, pr, c) &&
                  !(o->provider == CLKIT_PROVIDER_CLKIT && clkit_config_get(c, "provider", 0));
     const char *autotune = getenv("CLKIT_AUTOTUNE");
     if (found != CLKIT_LOOKUP_EXACT && autotune && strcmp(autotune, "1") == 0 &&
