@@ -5,11 +5,14 @@
    platform, device, driver, source text, options), written to a temporary file and renamed
    into place, so readers see a whole file or none; two writers of one entry write the same
    bytes. Each file carries its payload's length and hash: a truncated or corrupt entry is
-   ignored and rebuilt, never loaded. */
+   ignored and rebuilt, never loaded. The directory is capped ($CLKIT_CACHE_MAX_MB): past the
+   cap, a writer removes the least recently used entries (a load touches its entry). */
 #define _GNU_SOURCE
 #include "internal.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +39,8 @@ struct clkit_program {
     cl_program program;
     kernel_slot kernels[8];
 };
+
+#define CLKIT_CACHE_MAX_MB_DEFAULT 512
 
 static const char binary_magic[8] = {'C', 'L', 'K', 'I', 'T', 'B', 'N', '1'};
 
@@ -195,6 +200,90 @@ static unsigned char *load_entry(const char *path, size_t *size)
     return buf;
 }
 
+/* The cache's cap in bytes: $CLKIT_CACHE_MAX_MB (megabytes, fractions allowed; 0: no cap),
+   default 512. */
+static uint64_t cache_cap(void)
+{
+    const char *s = getenv("CLKIT_CACHE_MAX_MB");
+    if (!s || !*s) return (uint64_t)CLKIT_CACHE_MAX_MB_DEFAULT << 20;
+    char *end;
+    double mb = strtod(s, &end);
+    if (*end || !(mb >= 0) || mb > 1e9) {
+        clkit_log(CLKIT_LOG_WARN, "CLKIT_CACHE_MAX_MB='%s' is not a size in megabytes; using %d", s,
+                  CLKIT_CACHE_MAX_MB_DEFAULT);
+        return (uint64_t)CLKIT_CACHE_MAX_MB_DEFAULT << 20;
+    }
+    return (uint64_t)(mb * 1048576.0);
+}
+
+typedef struct cache_file {
+    struct timespec used;
+    uint64_t size;
+    char name[64];
+} cache_file;
+
+static int least_recent_first(const void *a, const void *b)
+{
+    const struct timespec *x = &((const cache_file *)a)->used, *y = &((const cache_file *)b)->used;
+    return x->tv_sec != y->tv_sec ? (x->tv_sec < y->tv_sec ? -1 : 1)
+                                  : (x->tv_nsec > y->tv_nsec) - (x->tv_nsec < y->tv_nsec);
+}
+
+/* The entries of the cache directory (files named *.clbin; a writer's temporary files and
+   the tuned-config file are not entries), with their total size. NULL when there are none. */
+static cache_file *list_entries(const char *dir, size_t *count, uint64_t *total)
+{
+    DIR *d = opendir(dir);
+    cache_file *files = NULL;
+    size_t n = 0, cap = 0;
+    *total = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        size_t len = strlen(e->d_name);
+        struct stat st;
+        char path[4200];
+        if (len < 7 || len >= sizeof files->name || strcmp(e->d_name + len - 6, ".clbin")) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (stat(path, &st) || !S_ISREG(st.st_mode)) continue;
+        if (n == cap) {
+            cache_file *grown = realloc(files, (cap = cap ? 2 * cap : 64) * sizeof *files);
+            if (!grown) break;
+            files = grown;
+        }
+        files[n].used = st.st_mtim;
+        files[n].size = (uint64_t)st.st_size;
+        memcpy(files[n].name, e->d_name, len + 1);
+        *total += files[n++].size;
+    }
+    if (d) closedir(d);
+    *count = n;
+    return files;
+}
+
+/* Past the cap, removes the least recently used entries (never `keep`, the one just written)
+   until the cache is under three quarters of it, so that a full cache is not rescanned on
+   every build. Two processes pruning at once, or a reader losing an entry it was about to
+   load, cost a rebuild at most: loads check every entry and writers rename whole files. */
+static void prune(const char *dir, const char *keep)
+{
+    uint64_t cap = cache_cap(), total;
+    size_t n;
+    if (!cap) return;
+    cache_file *files = list_entries(dir, &n, &total);
+    if (total > cap) {
+        qsort(files, n, sizeof *files, least_recent_first);
+        const char *keep_name = strrchr(keep, '/') ? strrchr(keep, '/') + 1 : keep;
+        for (size_t i = 0; i < n && total > cap / 4 * 3; i++) {
+            char path[4200];
+            if (strcmp(files[i].name, keep_name) == 0) continue;
+            snprintf(path, sizeof path, "%s/%s", dir, files[i].name);
+            if (unlink(path) == 0 || errno == ENOENT) total -= files[i].size;
+        }
+        clkit_log(CLKIT_LOG_INFO, "binary cache %s pruned to %llu bytes (cap %llu)", dir,
+                  (unsigned long long)total, (unsigned long long)cap);
+    }
+    free(files);
+}
+
 static void store_entry(const clkit_context *ctx, const char *path, const unsigned char *bin,
                         size_t n)
 {
@@ -216,7 +305,9 @@ static void store_entry(const clkit_context *ctx, const char *path, const unsign
     if (!ok || rename(tmp, path) != 0) {
         clkit_log(CLKIT_LOG_WARN, "cannot write cache entry %s", path);
         unlink(tmp);
+        return;
     }
+    prune(ctx->cache_dir, path);
 }
 
 /* ---- building ---- */
@@ -243,7 +334,10 @@ static cl_program from_binary(clkit_context *ctx, const char *path, const char *
     const unsigned char *b = bin;
     cl_program prog = clCreateProgramWithBinary(ctx->cl, 1, &ctx->device, &n, &b, &st, &err);
     free(bin);
-    if (prog && clBuildProgram(prog, 1, &ctx->device, opts, NULL, NULL) == CL_SUCCESS) return prog;
+    if (prog && clBuildProgram(prog, 1, &ctx->device, opts, NULL, NULL) == CL_SUCCESS) {
+        utimensat(AT_FDCWD, path, NULL, 0); /* recently used: the last to be pruned */
+        return prog;
+    }
     clkit_log(CLKIT_LOG_WARN, "cache entry %s does not load on this driver; rebuilding", path);
     if (prog) clReleaseProgram(prog);
     return NULL;

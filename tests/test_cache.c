@@ -1,14 +1,16 @@
 /* The on-disk binary cache: entries are reused, corrupt or truncated entries and unwritable
-   directories never crash or change results, and processes filling one cache at once all
-   succeed. */
+   directories never crash or change results, processes filling one cache at once all
+   succeed, and a cache over its size cap sheds its least recently used entries. */
 #define _GNU_SOURCE
 #include "util.h"
 
 #include <dirent.h>
 #include <stdio.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static const clkit_dtype dtypes[] = {CLKIT_F32, CLKIT_F16, CLKIT_BF16};
@@ -197,6 +199,91 @@ START_TEST(concurrent_processes)
 }
 END_TEST
 
+/* A file of `size` bytes at dir/name, last modified `age` seconds ago. */
+static void aged_file(const char *dir, const char *name, long size, time_t age)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    ck_assert(f != NULL);
+    ck_assert(fseek(f, size - 1, SEEK_SET) == 0 && fputc(0, f) == 0);
+    fclose(f);
+    struct timespec t[2] = {{time(NULL) - age, 0}, {time(NULL) - age, 0}};
+    ck_assert(utimensat(AT_FDCWD, path, t, 0) == 0);
+}
+
+static void make_old(const char *path)
+{
+    struct timespec t[2] = {{time(NULL) - 86400, 0}, {time(NULL) - 86400, 0}};
+    ck_assert(utimensat(AT_FDCWD, path, t, 0) == 0);
+}
+
+static void unlink_in(const char *dir, const char *name)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    unlink(path);
+}
+
+static int exists(const char *dir, const char *name)
+{
+    char path[256];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return stat(path, &st) == 0;
+}
+
+/* Total bytes of the entries in dir, and the oldest modification time among them. */
+static long entry_bytes(const char *dir, time_t *oldest)
+{
+    DIR *d = opendir(dir);
+    ck_assert(d != NULL);
+    long total = 0;
+    *oldest = time(NULL) + 1;
+    for (struct dirent *e; (e = readdir(d));) {
+        char path[512];
+        struct stat st;
+        if (!strstr(e->d_name, ".clbin")) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        ck_assert(stat(path, &st) == 0);
+        total += st.st_size;
+        if (st.st_mtime < *oldest) *oldest = st.st_mtime;
+    }
+    closedir(d);
+    return total;
+}
+
+START_TEST(size_cap)
+{
+    char *dir = fresh_dir();
+    static const char *stale[] = {"00000000000000000000000000000001.clbin",
+                                  "00000000000000000000000000000002.clbin",
+                                  "00000000000000000000000000000003.clbin"};
+    for (int i = 0; i < 3; i++) aged_file(dir, stale[i], 400000, (time_t)(30 - i) * 86400);
+    aged_file(dir, "tuned.json", 2000000, 40 * 86400);
+    ck_assert(setenv("CLKIT_CACHE_MAX_MB", "1", 1) == 0);
+    clkit_context *ctx = ctx_in(dir);
+    ck_assert_int_eq(run_adds(ctx), 0);
+    clkit_context_release(ctx);
+    time_t oldest;
+    long total = entry_bytes(dir, &oldest);
+    ck_assert_msg(total <= 1 << 20, "%ld bytes of entries over a 1 MiB cap", total);
+    ck_assert_msg(!exists(dir, stale[0]), "the least recently used entry survived");
+    ck_assert_msg(count_entries(dir, ".clbin") >= 1, "the new entries were pruned too");
+    ck_assert_msg(exists(dir, "tuned.json"), "pruning removed a file that is no entry");
+    /* Loads mark their entries as used: with every entry made old, a second run (all hits)
+       leaves them recent. */
+    for (int i = 1; i < 3; i++) unlink_in(dir, stale[i]);
+    damage_entries(dir, make_old);
+    const time_t start = time(NULL);
+    ctx = ctx_in(dir);
+    ck_assert_int_eq(run_adds(ctx), 0);
+    clkit_context_release(ctx);
+    entry_bytes(dir, &oldest);
+    ck_assert_msg(oldest >= start, "an entry that was loaded is still marked old");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cache");
@@ -205,6 +292,7 @@ int main(void)
     tcase_add_test(tc, damaged_entries);
     tcase_add_test(tc, unusable_directories);
     tcase_add_test(tc, concurrent_processes);
+    tcase_add_test(tc, size_cap);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }
