@@ -478,22 +478,6 @@ INLINE void copy_tile(__local uchar *tile, __global const ELEM_T *base, long row
     }
 }
 
-/* TF32 with n-major B: B tile j's fragment column c is column c * FRAG_N + j of the warp's
-   piece, so that the FRAG_N columns a lane needs sit side by side in each k row and come in
-   16-byte reads (ldmatrix cannot transpose 32-bit words); the epilogue undoes the order. */
-#if B_NMAJOR && defined(MMA_TF32)
-#define N_PERMUTED 1
-#else
-#define N_PERMUTED 0
-#endif
-
-/* The column, within the warp's piece, of accumulator e of B tile j. */
-INLINE int piece_col(int j, int e, int lane)
-{
-    int c = (lane % 4) * 2 + e % 2;
-    return N_PERMUTED ? c * FRAG_N + j : j * 8 + c;
-}
-
 #if defined(MMA_TF32)
 /* The 32-bit word at (row, col) of a tile of `chunks` chunks a row, as an mma operand. */
 INLINE uint tile_word(__local const uchar *tile, int row, int col, int chunks)
@@ -532,30 +516,6 @@ INLINE void load_a_frags(__local const uchar *tile, int wm, int kk, int lane, ui
     }
 }
 
-#if N_PERMUTED
-#define B_WORDS (FRAG_N % 4 == 0 ? 4 : 2) /* words a local read */
-/* B fragments of the warp's columns in the permuted order: k rows kk + lane % 4 and 4 below
-   it, FRAG_N words from column wn + (lane / 4) * FRAG_N of each. */
-INLINE void load_b_frags(__local const uchar *tile, int wn, int kk, int lane, uint bf[FRAG_N][2])
-{
-    #pragma unroll
-    for (int h = 0; h < 2; h++)
-        #pragma unroll
-        for (int j = 0; j < FRAG_N; j += B_WORDS) {
-            int col = wn + (lane / 4) * FRAG_N + j;
-            __local const uchar *p = tile + nv_swizzle(kk + lane % 4 + h * 4, col / 4, B_CHUNKS) + (col % 4) * 4;
-#if B_WORDS == 4
-            uint4 w = nv_lds128(p);
-            uint v[4] = {w.x, w.y, w.z, w.w};
-#else
-            uint2 w = nv_lds64(p);
-            uint v[2] = {w.x, w.y};
-#endif
-            #pragma unroll
-            for (int x = 0; x < B_WORDS; x++) bf[j + x][h] = nv_tf32(v[x]);
-        }
-}
-#else
 /* B fragments of columns wn .. wn + WARP_N, two 16 x 8 tiles per ldmatrix: matrices
    (n 0-7, k lo), (n 0-7, k hi), (n 8-15, k lo), (n 8-15, k hi). */
 INLINE void load_b_frags(__local const uchar *tile, int wn, int kk, int lane, uint bf[FRAG_N][2])
@@ -564,6 +524,11 @@ INLINE void load_b_frags(__local const uchar *tile, int wn, int kk, int lane, ui
     #pragma unroll
     for (int j = 0; j < FRAG_N; j += 2) {
         int n = wn + j * 8;
+#if B_NMAJOR && defined(MMA_TF32)
+        #pragma unroll
+        for (int e = 0; e < 4; e++)
+            bf[j + e / 2][e % 2] = tile_word(tile, kk + lane % 4 + (e % 2) * 4, n + (e / 2) * 8 + lane / 4, B_CHUNKS);
+#else
         uint f[4];
 #if B_NMAJOR
         nv_ldmatrix_x4_trans(f, tile + nv_swizzle(kk + (q % 2) * 8 + r, n / 8 + q / 2, B_CHUNKS));
@@ -574,9 +539,9 @@ INLINE void load_b_frags(__local const uchar *tile, int wn, int kk, int lane, ui
 #endif
 #endif
         bf[j][0] = f[0], bf[j][1] = f[1], bf[j + 1][0] = f[2], bf[j + 1][1] = f[3];
+#endif
     }
 }
-#endif
 
 INLINE void mma_step(const uint af[FRAG_M][4], const uint bf[FRAG_N][2], float acc[FRAG_M][FRAG_N][4])
 {
@@ -668,14 +633,14 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void matmul_mma(OPE
     }
 
     C += c_off + batch * c_sb;
-    int m0 = tile.x * BLOCK_M + wm + lane / 4, n0 = tile.y * BLOCK_N + wn;
+    int m0 = tile.x * BLOCK_M + wm + lane / 4, n0 = tile.y * BLOCK_N + wn + (lane % 4) * 2;
     #pragma unroll
     for (int i = 0; i < FRAG_M; i++)
         #pragma unroll
         for (int j = 0; j < FRAG_N; j++)
             #pragma unroll
             for (int e = 0; e < 4; e++) {
-                int m = m0 + i * 16 + (e / 2) * 8, n = n0 + piece_col(j, e, lane);
+                int m = m0 + i * 16 + (e / 2) * 8, n = n0 + j * 8 + e % 2;
                 if (m < M && n < N) epilogue(C, (long)m * c_sm + (long)n * c_sn, acc[i][j][e], alpha, beta, act, slope);
             }
 }

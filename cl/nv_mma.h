@@ -62,23 +62,6 @@ NV_INLINE void nv_ldmatrix_x4_trans(uint *r, __local const void *row)
                      : "r"(nv_shared(row)) : "memory");
 }
 
-/* Four (two) 32-bit words from 16- (8-) byte-aligned local memory in one access: the
-   compiler splits a vector load whose parts are used apart into scalar ones. */
-NV_INLINE uint4 nv_lds128(__local const void *p)
-{
-    uint4 r;
-    __asm__ volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];"
-                     : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "r"(nv_shared(p)) : "memory");
-    return r;
-}
-
-NV_INLINE uint2 nv_lds64(__local const void *p)
-{
-    uint2 r;
-    __asm__ volatile("ld.shared.v2.b32 {%0,%1}, [%2];" : "=r"(r.x), "=r"(r.y) : "r"(nv_shared(p)) : "memory");
-    return r;
-}
-
 /* d += a (16 x 16, row) * b (16 x 8, col): a in four registers of two halves, b in two.
    Accumulator lane layout: d[0..1] row l / 4, columns 2 (l % 4) + {0, 1}; d[2..3] row + 8. */
 NV_INLINE void nv_mma_f16(float *d, const uint *a, const uint *b)
