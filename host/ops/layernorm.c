@@ -34,6 +34,11 @@ typedef struct ln_plan {
 #define LN_GPU_ITEMS 8u
 #define LN_GPU_MAX_ITEMS_FWD 16u
 #define LN_GPU_MAX_ITEMS_BWD 12u
+/* 16-bit rows in 16-byte vectors (8 values) reach 12 only as 8: without this the backward
+   loops from N 8193 on, where the loop kernel's per-row update of the partial dw and db rows
+   costs more than its loads (H100 f16, N 8704 to 15872: 250-270 GB/s looping, 670-860 held at
+   16 a lane, though 1024-lane teams then spill). */
+#define LN_GPU_MAX_ITEMS_BWD_VEC8 16u
 #define LN_GPU_MAX_TEAM 1024u
 /* CPUs (PoCL): no registers to fit, and every distinct plan is one more slow build (about 4 s
    each): two shapes, rows of up to 256 positions on chip, 2 to a group of 8-lane teams, and
@@ -60,7 +65,8 @@ static void gpu_plan(ln_plan *plan, const struct clkit_device_props *p, uint64_t
                      unsigned max_team, bool backward)
 {
     unsigned warp = p->warp > 1 ? p->warp : 1, vec = plan->vec;
-    unsigned max_items = backward ? LN_GPU_MAX_ITEMS_BWD : LN_GPU_MAX_ITEMS_FWD;
+    unsigned max_items = !backward ? LN_GPU_MAX_ITEMS_FWD
+                         : vec == 8 ? LN_GPU_MAX_ITEMS_BWD_VEC8 : LN_GPU_MAX_ITEMS_BWD;
     uint64_t chunks = div_up(span, vec), max_chunks = LN_GPU_ITEMS > vec ? LN_GPU_ITEMS / vec : 1;
     unsigned team = 1;
     if (max_team > LN_GPU_MAX_TEAM) max_team = LN_GPU_MAX_TEAM;
