@@ -40,8 +40,6 @@ struct clkit_program {
     kernel_slot kernels[8];
 };
 
-#define CLKIT_CACHE_MAX_MB_DEFAULT 512
-
 static const char binary_magic[8] = {'C', 'L', 'K', 'I', 'T', 'B', 'N', '1'};
 
 /* ---- sources ---- */

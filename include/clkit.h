@@ -57,12 +57,17 @@ typedef struct clkit_tensor {
     int64_t shape[4]; int64_t strides[4];  /* strides in elements */
 } clkit_tensor;
 
+#define CLKIT_CACHE_MAX_MB_DEFAULT 512
+
 typedef struct clkit_options {
     const char *device;     /* NULL: $CLKIT_DEVICE, else first GPU, else first device.
                                An index ("1") or a case-insensitive substring of
                                "platform device vendor" ("nvidia", "pocl", "cpu"). */
     const char *cache_dir;  /* NULL: $CLKIT_CACHE_DIR, else $XDG_CACHE_HOME/clkit,
-                               else ~/.cache/clkit. "" disables the on-disk cache. */
+                               else ~/.cache/clkit. "" disables the on-disk cache. Its
+                               compiled programs are capped at $CLKIT_CACHE_MAX_MB megabytes
+                               (default CLKIT_CACHE_MAX_MB_DEFAULT, 0: no cap), the least
+                               recently used removed first. */
     int profiling;          /* nonzero: profiling queue, needed for clkit_profile_* */
 } clkit_options;
 

@@ -200,8 +200,14 @@ static void print_cache(const char *path)
     closedir(d);
     char text[32];
     tool_bytes_text(bytes, text, sizeof text);
+    const char *cap = getenv("CLKIT_CACHE_MAX_MB");
     printf("\nbinary cache: %s, %d entries, %llu bytes (%s)\n", path, entries,
            (unsigned long long)bytes, text);
+    if (cap && *cap)
+        printf("  capped at CLKIT_CACHE_MAX_MB=%s megabytes (0: no cap)\n", cap);
+    else
+        printf("  capped at %d megabytes (the default; CLKIT_CACHE_MAX_MB sets it)\n",
+               CLKIT_CACHE_MAX_MB_DEFAULT);
 }
 
 /* ---- tuned configurations ---- */
