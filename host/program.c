@@ -260,8 +260,8 @@ static cache_file *list_entries(const char *dir, size_t *count, uint64_t *total)
 /* Past the cap, removes the least recently used entries (never `keep`, the one just written)
    until the cache is under three quarters of it, so that a cache at its cap does not lose an
    entry on every build (the scan itself, a stat per entry, is small beside a build). Two
-   processes pruning at once, or a reader losing an entry it was about to
-   load, cost a rebuild at most: loads check every entry and writers rename whole files. */
+   processes pruning at once, or a reader losing an entry it was about to load, cost a
+   rebuild at most: loads check every entry and writers rename whole files. */
 static void prune(const char *dir, const char *keep)
 {
     uint64_t cap = cache_cap(), total;
