@@ -218,15 +218,24 @@ static clkit_status plan_kernel(clkit_context *ctx, int64_t n, unsigned vec, int
     }
 }
 
-/* Persistent groups for the built kernel: as many as the compute units hold, at most one per
-   block of rows. */
-static size_t grid_groups(clkit_context *ctx, cl_kernel k, const ln_plan *plan, int64_t m)
+/* Registers a backward work-item takes: about 3 per held value plus 56 for the pointers,
+   strides and reduction (NVIDIA's compiler on an H100: 80 at 8 values a lane in 256-lane
+   groups; 93 wanted, 64 given, in 1024-lane ones). No OpenCL query reports them, but the
+   backward's grid must not count on more resident groups than fit: each group writes, and
+   layernorm_dwdb rereads, 2N floats of partials, and twice the resident 1024-lane groups at
+   4096 x 8192 (f16) made 17 MB of partials beside 201 MB of rows. */
+#define LN_BWD_REGS(items) (3u * (items) + 56u)
+
+/* Persistent groups for the built kernel: as many as the compute units hold (counting
+   registers where regs_per_item is given and the device reports its register file), at
+   most one per block of rows. */
+static size_t grid_groups(clkit_context *ctx, cl_kernel k, const ln_plan *plan, int64_t m,
+                          unsigned regs_per_item)
 {
     uint64_t local_bytes, private_bytes;
     clkit_kernel_mem(ctx, k, &local_bytes, &private_bytes);
-    /* Registers are left out, as for softmax: no OpenCL query reports them. */
     unsigned occupancy = clkit_occupancy(&ctx->props, (size_t)plan->team * plan->rows,
-                                         local_bytes, 0);
+                                         local_bytes, regs_per_item);
     return clkit_persistent_groups(&ctx->props, occupancy, div_up((uint64_t)m, plan->rows));
 }
 
@@ -359,7 +368,7 @@ static clkit_status forward(clkit_context *ctx, const clkit_tensor *x, const clk
                        plan.loop ? (const void *)&n : (const void *)&n32, sizeof a, &a,
                        sizeof eps, &eps, sizeof flags, &flags);
     if (s) return s;
-    size_t wg = (size_t)plan.team * plan.rows, groups = grid_groups(ctx, k, &plan, m);
+    size_t wg = (size_t)plan.team * plan.rows, groups = grid_groups(ctx, k, &plan, m, 0);
     size_t global = groups * wg;
     log_plan("layernorm forward", x, &plan, phase, groups);
     return clkit_launch(ctx, k, 1, &global, &wg);
@@ -452,7 +461,7 @@ static clkit_status backward(clkit_context *ctx, const bwd_args *t)
     if (s) return s;
     cl_long m = x->shape[0], n = x->shape[1];
     cl_int n32 = (cl_int)n, a = phase;
-    size_t groups = grid_groups(ctx, k, &plan, m);
+    size_t groups = grid_groups(ctx, k, &plan, m, LN_BWD_REGS(plan.items));
     if (grads) groups = fit_partials(ctx, groups, plan.rows, n);
     cl_int parts = (cl_int)(groups * plan.rows);
     size_t part_bytes = grads ? 2 * (size_t)parts * (size_t)n * sizeof(float) : 0;
