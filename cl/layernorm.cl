@@ -182,31 +182,24 @@ static inline ushort f32_to_half(float f)
 #endif
 
 #if VEC > 1
-#if !defined(DTYPE_F32)
-/* Eight 16-bit values, as loaded, to f32. */
-static inline void unpack_vec(ushort8 b, __private float *v)
-{
-#if defined(DTYPE_F16)
-    float8 t = (float8)(half_to_f32(b.s0), half_to_f32(b.s1), half_to_f32(b.s2),
-                        half_to_f32(b.s3), half_to_f32(b.s4), half_to_f32(b.s5),
-                        half_to_f32(b.s6), half_to_f32(b.s7));
-#else
-    float8 t = (float8)(bf16_to_f32(b.s0), bf16_to_f32(b.s1), bf16_to_f32(b.s2),
-                        bf16_to_f32(b.s3), bf16_to_f32(b.s4), bf16_to_f32(b.s5),
-                        bf16_to_f32(b.s6), bf16_to_f32(b.s7));
-#endif
-    SPLIT(v, t);
-}
-#endif
-
 /* p is aligned to VEC elements. */
 static inline void load_vec(__global const elem_t *p, __private float *v)
 {
 #if defined(DTYPE_F32)
     float4 t = *(__global const float4 *)p;
     SPLIT(v, t);
-#else
-    unpack_vec(*(__global const ushort8 *)p, v);
+#elif defined(DTYPE_F16)
+    ushort8 b = *(__global const ushort8 *)p;
+    float8 t = (float8)(half_to_f32(b.s0), half_to_f32(b.s1), half_to_f32(b.s2),
+                        half_to_f32(b.s3), half_to_f32(b.s4), half_to_f32(b.s5),
+                        half_to_f32(b.s6), half_to_f32(b.s7));
+    SPLIT(v, t);
+#elif defined(DTYPE_BF16)
+    ushort8 b = *(__global const ushort8 *)p;
+    float8 t = (float8)(bf16_to_f32(b.s0), bf16_to_f32(b.s1), bf16_to_f32(b.s2),
+                        bf16_to_f32(b.s3), bf16_to_f32(b.s4), bf16_to_f32(b.s5),
+                        bf16_to_f32(b.s6), bf16_to_f32(b.s7));
+    SPLIT(v, t);
 #endif
 }
 
@@ -236,23 +229,6 @@ static inline int chunk_pos(int c, int lane) { return (c * TEAM + lane) * VEC; }
 
 static inline bool inside(int pos, int lo, int hi) { return pos >= lo && pos < hi; }
 
-#if VEC > 1
-/* The values of the (at most two) chunks that straddle an end of [lo, hi), one by one. */
-static inline void fill_straddles(__global const elem_t *p, int a, int lane, int lo, int hi,
-                                  __private float *v)
-{
-    #pragma unroll
-    for (int c = 0; c < CHUNKS; c++) {
-        const int pos = chunk_pos(c, lane);
-        if (straddles(pos, lo, hi)) {
-            #pragma unroll
-            for (int k = 0; k < VEC; k++)
-                if (inside(pos + k, lo, hi)) v[c * VEC + k] = LOAD(p, pos + k - a);
-        }
-    }
-}
-#endif
-
 /* The lane's values at positions [lo, hi) of a row whose position pos is p[(pos - a) * cs];
    positions outside read as 0. With vec (cs is then 1 and p - a aligned), chunks wholly inside
    move as one vector and the at most two that straddle an end are finished in a second pass,
@@ -273,7 +249,15 @@ static inline void load_span(__global const elem_t *p, long cs, int a, int lane,
                 for (int k = 0; k < VEC; k++) v[c * VEC + k] = 0.0f;
             }
         }
-        fill_straddles(p, a, lane, lo, hi, v);
+        #pragma unroll
+        for (int c = 0; c < CHUNKS; c++) {
+            const int pos = chunk_pos(c, lane);
+            if (straddles(pos, lo, hi)) {
+                #pragma unroll
+                for (int k = 0; k < VEC; k++)
+                    if (inside(pos + k, lo, hi)) v[c * VEC + k] = LOAD(p, pos + k - a);
+            }
+        }
         return;
     }
     #pragma unroll
@@ -532,32 +516,6 @@ static inline void dx_values(float2 c, float rs, const __private float *gv, __pr
 #endif
 
 #if BACKWARD && !LOOP
-/* 16-bit rows of one 16-byte chunk a lane (N up to 8192 at 1024 lanes): the next row's x and
-   dy chunks are requested before this row's reduction and kept as loaded, 8 registers where
-   converted values would take 16 (a 1024-lane group has 64 a lane and already spills). With
-   one or two rows resident per compute unit, a row's loads otherwise wait out the latency
-   alone. */
-#if VEC == 8 && CHUNKS == 1
-#define PREFETCH 1
-
-/* The lane's chunk of a row as loaded when wholly inside [lo, hi), else zeros (straddling
-   values come later, through fill_straddles). */
-static inline ushort8 fetch_chunk(__global const elem_t *p, int a, int lane, int lo, int hi)
-{
-    const int pos = chunk_pos(0, lane);
-    return pos >= lo && pos + VEC <= hi ? *(__global const ushort8 *)(p + (pos - a)) : (ushort8)0;
-}
-
-static inline void unpack_span(ushort8 b, __global const elem_t *p, int a, int lane, int lo,
-                               int hi, __private float *v)
-{
-    unpack_vec(b, v);
-    fill_straddles(p, a, lane, lo, hi, v);
-}
-#else
-#define PREFETCH 0
-#endif
-
 /* Rows held on chip, ROWS to a work-group. The lane's dw and db sums stay in registers until
    the group has done all its rows; team t of group g then writes partial row g * ROWS + t of
    `part` (dw partials in rows 0..P-1, db in P..2P-1, P = groups x ROWS, N floats each). With
@@ -580,46 +538,16 @@ void layernorm_bwd(__global const elem_t *dy, long g_off, long g_rs, long g_cs,
     #pragma unroll
     for (int i = 0; i < ITEMS; i++) acc_w[i] = acc_b[i] = 0.0f;
     int flip = 0;
-    const long step = get_num_groups(0) * ROWS;
-#if PREFETCH
-    ushort8 next_x = 0, next_g = 0;
-    float next_mu = 0.0f, next_rs = 0.0f;
-    {
-        const long row = get_group_id(0) * ROWS + lid / TEAM;
-        if (row < m) {
-            next_x = fetch_chunk(x + x_off + row * x_rs, a, lane, a, a + n);
-            next_g = fetch_chunk(dy + g_off + row * g_rs, a, lane, a, a + n);
-            next_mu = mean[mean_off + row * mean_s];
-            next_rs = rstd[rstd_off + row * rstd_s];
-        }
-    }
-#endif
     for (long block = get_group_id(0); block * ROWS < m; block += get_num_groups(0), flip ^= 1) {
         const long row = block * ROWS + lid / TEAM;
         const bool live = row < m;
         const long r = live ? row : 0;
         const int hi = live ? a + n : 0;
-        float xv[ITEMS], gv[ITEMS];
-#if PREFETCH
-        const float mu = next_mu, rs = next_rs;
-        const ushort8 this_x = next_x, this_g = next_g;
-        if (row + step < m) {
-            const long r2 = row + step;
-            next_x = fetch_chunk(x + x_off + r2 * x_rs, a, lane, a, a + n);
-            next_g = fetch_chunk(dy + g_off + r2 * g_rs, a, lane, a, a + n);
-            next_mu = mean[mean_off + r2 * mean_s];
-            next_rs = rstd[rstd_off + r2 * rstd_s];
-        }
-        unpack_span(this_x, x + x_off + r * x_rs, a, lane, a, hi, xv);
-        unpack_span(this_g, dy + g_off + r * g_rs, a, lane, a, hi, gv);
-        #pragma unroll
-        for (int i = 0; i < ITEMS; i++) xv[i] = (xv[i] - mu) * rs;
-#else
         const float mu = live ? mean[mean_off + r * mean_s] : 0.0f;
         const float rs = live ? rstd[rstd_off + r * rstd_s] : 0.0f;
+        float xv[ITEMS], gv[ITEMS];
         load_xhat_dy(dy + g_off + r * g_rs, g_cs, x + x_off + r * x_rs, x_cs, mu, rs, a, lane, a,
                      hi, xv, gv);
-#endif
         /* Positions outside the row hold dy = 0 and add nothing. */
         #pragma unroll
         for (int i = 0; i < ITEMS; i++) {

@@ -39,6 +39,11 @@ typedef struct ln_plan {
    costs more than its loads (H100 f16, N 8704 to 15872: 250-270 GB/s looping, 670-860 held at
    16 a lane, though 1024-lane teams then spill). */
 #define LN_GPU_MAX_ITEMS_BWD_VEC8 16u
+/* Those rows also start at two chunks (16 values) a lane in the backward once that leaves a
+   team of at least 4 warps: half the lanes per row, so groups of 512 where 1024 spilled (H100
+   f16 4096 x 8192: 1474 -> 1696 GB/s; x 1536 to 7680 5-20 % faster; x 1024, where the team
+   would be 2 warps, 555 -> 475, so it keeps one chunk). */
+#define LN_GPU_BWD_VEC8_CHUNKS 2u
 #define LN_GPU_MAX_TEAM 1024u
 /* CPUs (PoCL): no registers to fit, and every distinct plan is one more slow build (about 4 s
    each): two shapes, rows of up to 256 positions on chip, 2 to a group of 8-lane teams, and
@@ -68,6 +73,8 @@ static void gpu_plan(ln_plan *plan, const struct clkit_device_props *p, uint64_t
     unsigned max_items = !backward ? LN_GPU_MAX_ITEMS_FWD
                          : vec == 8 ? LN_GPU_MAX_ITEMS_BWD_VEC8 : LN_GPU_MAX_ITEMS_BWD;
     uint64_t chunks = div_up(span, vec), max_chunks = LN_GPU_ITEMS > vec ? LN_GPU_ITEMS / vec : 1;
+    if (backward && vec == 8 && div_up(chunks, LN_GPU_BWD_VEC8_CHUNKS) > 2 * warp)
+        max_chunks = LN_GPU_BWD_VEC8_CHUNKS;
     unsigned team = 1;
     if (max_team > LN_GPU_MAX_TEAM) max_team = LN_GPU_MAX_TEAM;
     while (team < max_team &&
