@@ -56,15 +56,32 @@ INLINE int query_block_start(int Lq, int causal)
 }
 
 #if defined(ATTN_BWD)
-/* delta = rowsum(dO * O), one row per work-item; grid (Lq rounded up, B x Hq). */
+/* delta = rowsum(dO * O). DELTA_LANES work-items share a row, each summing neighbouring
+   elements, so that a warp's load touches a few whole rows instead of one element of each of
+   32 rows (which strides every load across 32 lines and leans on L1 to hold them); the lanes'
+   sums meet in local memory and are added in lane order. Grid (rows rounded up to the
+   work-group's rows, x DELTA_LANES; B x Hq); work-group a multiple of DELTA_LANES, at most
+   DELTA_WG. */
+#define DELTA_LANES 8
+#define DELTA_WG 256
+#define DELTA_PER_LANE ((HEAD_DIM + DELTA_LANES - 1) / DELTA_LANES)
 __kernel void attn_bwd_delta(IN(o), IN(dout), __global float *delta, int Hq, int Lq)
 {
-    int i = get_global_id(0), bh = get_global_id(1), b = bh / Hq, h = bh % Hq;
-    if (i >= Lq) return;
-    o += HEAD(o, b, h) + i * o_st.s2;
-    dout += HEAD(dout, b, h) + i * dout_st.s2;
+    __local float part[DELTA_WG];
+    int lid = get_local_id(0), lane = lid % DELTA_LANES;
+    int i = get_global_id(0) / DELTA_LANES, bh = get_global_id(1), b = bh / Hq, h = bh % Hq;
+    int d0 = lane * DELTA_PER_LANE, d1 = min(HEAD_DIM, d0 + DELTA_PER_LANE);
     float sum = 0.0f;
-    for (int d = 0; d < HEAD_DIM; d++) sum = fma(LOAD(o, d * o_st.s3), LOAD(dout, d * dout_st.s3), sum);
+    if (i < Lq) {
+        o += HEAD(o, b, h) + i * o_st.s2;
+        dout += HEAD(dout, b, h) + i * dout_st.s2;
+        for (int d = d0; d < d1; d++)
+            sum = fma(LOAD(o, d * o_st.s3), LOAD(dout, d * dout_st.s3), sum);
+    }
+    part[lid] = sum;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lane || i >= Lq) return;
+    for (int l = 1; l < DELTA_LANES; l++) sum += part[lid + l];
     delta[(long)bh * Lq + i] = sum;
 }
 #endif

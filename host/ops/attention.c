@@ -508,8 +508,14 @@ static clkit_status launch_delta(clkit_context *ctx, cl_kernel kern, const probl
     arg(&a, sizeof bv->delta.buf, &bv->delta.buf), arg(&a, 4, &hq), arg(&a, 4, &lq);
     clkit_status s = args_done(ctx, &a);
     if (s) return s;
-    size_t wg = clkit_stream_wg(&ctx->props, clkit_kernel_wg_limit(ctx, kern));
-    size_t global[2] = {groups_of(p->lq, (int)wg) * wg, (size_t)(p->b * p->hq)}, local[2] = {wg, 1};
+    /* DELTA_LANES work-items a row, DELTA_WG at most a group (cl/attention.cl). */
+    size_t lanes = 8, wg = clkit_kernel_wg_limit(ctx, kern);
+    wg = (wg < 256 ? wg : 256) / lanes * lanes;
+    if (!wg) return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "attention: delta kernel runs fewer "
+                               "than %zu work-items per group", lanes);
+    size_t rows = wg / lanes;
+    size_t global[2] = {groups_of(p->lq, (int)rows) * wg, (size_t)(p->b * p->hq)};
+    size_t local[2] = {wg, 1};
     return clkit_launch(ctx, kern, 2, global, local);
 }
 

@@ -28,10 +28,12 @@ static int64_t visible(const ref_attention_dims *a, int64_t i)
     return a->causal ? (i + 1 < a->lk ? i + 1 : a->lk) : a->lk;
 }
 
-static double dot(const double *x, const double *y, int64_t n)
+static double magnitude(double x, int absolute) { return absolute ? fabs(x) : x; }
+
+static double dot(const double *x, const double *y, int64_t n, int absolute)
 {
     double s = 0;
-    for (int64_t i = 0; i < n; i++) s += x[i] * y[i];
+    for (int64_t i = 0; i < n; i++) s += magnitude(x[i] * y[i], absolute);
     return s;
 }
 
@@ -40,7 +42,7 @@ static double probabilities(const ref_attention_dims *a, const head_rows *r, int
 {
     double mx = -INFINITY, sum = 0;
     for (int64_t j = 0; j < n; j++) {
-        p[j] = a->scale * dot(r->q, r->k + j * a->d, a->d);
+        p[j] = a->scale * dot(r->q, r->k + j * a->d, a->d, 0);
         if (p[j] > mx) mx = p[j];
     }
     for (int64_t j = 0; j < n; j++) sum += exp(p[j] - mx);
@@ -70,9 +72,11 @@ void ref_attention_forward(const ref_attention_dims *a, const double *q, const d
     free(p);
 }
 
-void ref_attention_backward(const ref_attention_dims *a, const double *q, const double *k,
-                            const double *v, const double *o, const double *dout, double *dq,
-                            double *dk, double *dv)
+/* The backward's sums, or with `absolute` the same sums over absolute values and with
+   |dout . v_j| + |dout . o| in place of dP - delta (the magnitudes that decide its rounding). */
+static void backward(const ref_attention_dims *a, const double *q, const double *k,
+                     const double *v, const double *o, const double *dout, int absolute,
+                     double *dq, double *dk, double *dv)
 {
     size_t kv_len = (size_t)(a->b * a->hkv * a->lk * a->d);
     memset(dk, 0, kv_len * sizeof *dk);
@@ -86,18 +90,33 @@ void ref_attention_backward(const ref_attention_dims *a, const double *q, const 
                 int64_t n = visible(a, i), row = (b * a->hq + h) * a->lq + i, d = a->d;
                 int64_t kv0 = (r.k - k); /* element offset of this kv head */
                 const double *dor = dout + row * d;
-                double delta = dot(dor, o + row * d, d), *dqr = dq + row * d;
+                double delta = dot(dor, o + row * d, d, absolute), *dqr = dq + row * d;
                 probabilities(a, &r, n, p);
                 memset(dqr, 0, (size_t)d * sizeof *dqr);
                 for (int64_t j = 0; j < n; j++) {
                     /* dS = P (dP - delta) with dP = dout . v_j */
-                    double ds = p[j] * (dot(dor, r.v + j * d, d) - delta);
+                    double dp = dot(dor, r.v + j * d, d, absolute);
+                    double ds = p[j] * (absolute ? dp + delta : dp - delta);
                     for (int64_t c = 0; c < d; c++) {
-                        dqr[c] += a->scale * ds * r.k[j * d + c];
-                        dk[kv0 + j * d + c] += a->scale * ds * r.q[c];
-                        dv[kv0 + j * d + c] += p[j] * dor[c];
+                        dqr[c] += a->scale * ds * magnitude(r.k[j * d + c], absolute);
+                        dk[kv0 + j * d + c] += a->scale * ds * magnitude(r.q[c], absolute);
+                        dv[kv0 + j * d + c] += p[j] * magnitude(dor[c], absolute);
                     }
                 }
             }
     free(p);
+}
+
+void ref_attention_backward(const ref_attention_dims *a, const double *q, const double *k,
+                            const double *v, const double *o, const double *dout, double *dq,
+                            double *dk, double *dv)
+{
+    backward(a, q, k, v, o, dout, 0, dq, dk, dv);
+}
+
+void ref_attention_backward_scale(const ref_attention_dims *a, const double *q, const double *k,
+                                  const double *v, const double *o, const double *dout,
+                                  double *dq, double *dk, double *dv)
+{
+    backward(a, q, k, v, o, dout, 1, dq, dk, dv);
 }

@@ -67,6 +67,11 @@ void ref_attention_forward(const ref_attention_dims *a, const double *q, const d
 void ref_attention_backward(const ref_attention_dims *a, const double *q, const double *k,
                             const double *v, const double *o, const double *dout, double *dq,
                             double *dk, double *dv);
+/* The same sums over absolute values, with |dout . v_j| + |dout . o| for dP - delta: what the
+   f32 rounding of each gradient element scales with, even where the gradient itself is 0. */
+void ref_attention_backward_scale(const ref_attention_dims *a, const double *q, const double *k,
+                                  const double *v, const double *o, const double *dout,
+                                  double *dq, double *dk, double *dv);
 
 /* ---- layernorm (layernorm.c) ---- */
 /* y = (x - mean) * rstd * w + b over each row of x (m, n), row-major, with the two-pass
