@@ -169,6 +169,22 @@ static inline ushort f32_to_half(float f)
 }
 #endif
 
+#if defined(DTYPE_BF16)
+/* Two values rounded to bf16 (nearest even) in one little-endian word, lo first: on NVIDIA
+   sm_80+ one cvt for the pair, where the portable rounding costs five integer operations an
+   element (the bf16 forward ran at 0.8 of f16's bandwidth on an H100). */
+static inline uint bf16_pair(float lo, float hi)
+{
+#if defined(NV_PTX) && CLKIT_NV_SM >= 80
+    uint r;
+    __asm__("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+#else
+    return (uint)f32_to_bf16(lo) | (uint)f32_to_bf16(hi) << 16;
+#endif
+}
+#endif
+
 /* One 16-byte access of VEC elements, moved to and from the private array one component at a
    time so that v[] stays in registers. */
 #if VEC == 4
@@ -195,10 +211,11 @@ static inline void load_vec(__global const elem_t *p, __private float *v)
                         half_to_f32(b.s6), half_to_f32(b.s7));
     SPLIT(v, t);
 #elif defined(DTYPE_BF16)
-    ushort8 b = *(__global const ushort8 *)p;
-    float8 t = (float8)(bf16_to_f32(b.s0), bf16_to_f32(b.s1), bf16_to_f32(b.s2),
-                        bf16_to_f32(b.s3), bf16_to_f32(b.s4), bf16_to_f32(b.s5),
-                        bf16_to_f32(b.s6), bf16_to_f32(b.s7));
+    /* A bf16 pair in a little-endian word: the low element shifted up, the high one masked. */
+    uint4 w = *(__global const uint4 *)p;
+    float8 t = (float8)(as_float(w.s0 << 16), as_float(w.s0 & 0xffff0000u), as_float(w.s1 << 16),
+                        as_float(w.s1 & 0xffff0000u), as_float(w.s2 << 16), as_float(w.s2 & 0xffff0000u),
+                        as_float(w.s3 << 16), as_float(w.s3 & 0xffff0000u));
     SPLIT(v, t);
 #endif
 }
@@ -212,9 +229,8 @@ static inline void store_vec(__global elem_t *p, const __private float *v)
                                        f32_to_half(v[3]), f32_to_half(v[4]), f32_to_half(v[5]),
                                        f32_to_half(v[6]), f32_to_half(v[7]));
 #elif defined(DTYPE_BF16)
-    *(__global ushort8 *)p = (ushort8)(f32_to_bf16(v[0]), f32_to_bf16(v[1]), f32_to_bf16(v[2]),
-                                       f32_to_bf16(v[3]), f32_to_bf16(v[4]), f32_to_bf16(v[5]),
-                                       f32_to_bf16(v[6]), f32_to_bf16(v[7]));
+    *(__global uint4 *)p = (uint4)(bf16_pair(v[0], v[1]), bf16_pair(v[2], v[3]), bf16_pair(v[4], v[5]),
+                                   bf16_pair(v[6], v[7]));
 #endif
 }
 
