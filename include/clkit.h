@@ -288,6 +288,24 @@ clkit_status clkit_tune_matmul(clkit_context *ctx, const clkit_tensor *a, const 
                                const clkit_tensor *c, const clkit_matmul_options *opt,
                                const clkit_tune_options *topt);
 
+/* Times every portable tile configuration of the attention pass on this call (its outputs are
+   written, as by the call) and stores the fastest in the tuned-config cache, keyed by Lq, Lk,
+   D, B x Hq, dtype and causal. CLKIT_ERR_UNSUPPORTED where the call runs on the tensor-core
+   kernels, whose tiles are fixed. With CLKIT_AUTOTUNE=1 the attention ops do this themselves
+   on a cache miss. */
+clkit_status clkit_tune_attention_forward(clkit_context *ctx, const clkit_tensor *q,
+                                          const clkit_tensor *k, const clkit_tensor *v,
+                                          const clkit_attention_options *opt,
+                                          const clkit_tensor *o, const clkit_tensor *lse,
+                                          const clkit_tune_options *topt);
+clkit_status clkit_tune_attention_backward(clkit_context *ctx, const clkit_tensor *q,
+                                           const clkit_tensor *k, const clkit_tensor *v,
+                                           const clkit_tensor *o, const clkit_tensor *dout,
+                                           const clkit_tensor *lse,
+                                           const clkit_attention_options *opt,
+                                           const clkit_tensor *dq, const clkit_tensor *dk,
+                                           const clkit_tensor *dv, const clkit_tune_options *topt);
+
 /* ---- tuned configurations ($CLKIT_CACHE_DIR/tuned.json) ---- */
 /* The cache directory in use ("" when disabled). */
 const char  *clkit_cache_dir(const clkit_context *ctx);

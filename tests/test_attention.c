@@ -2,7 +2,7 @@
    tests/ref/attention.c: causal and not; Lq != Lk both ways; lengths 1, 69 (the tutorial's
    masked case), 128 and off every block size; each head dim; grouped-query ratios 1, 2 and 8;
    each dtype; permuted, padded and strided views in and out; the scale option; tile
-   configurations read from the tuned-config cache; empty shapes. Finite differences check
+   configurations read from the tuned-config cache, and the tuner that fills it; empty shapes. Finite differences check
    the reference gradient itself, and bad input is rejected before anything is written.
 
    Fully masked rows cannot occur: causal masking is top-left aligned, so query i always sees
@@ -454,6 +454,71 @@ START_TEST(cached_tiles)
 }
 END_TEST
 
+/* Whether the cache holds an exact f32 entry for the pass (fwd/bwd, causal) of case c. */
+static int tuned_entry(clkit_context *ctx, const acase *c, const char *pass)
+{
+    clkit_tune_key key;
+    memset(&key, 0, sizeof key);
+    snprintf(key.op, sizeof key.op, "attention");
+    snprintf(key.dtype, sizeof key.dtype, "f32");
+    snprintf(key.layout, sizeof key.layout, "%s%s", pass, c->causal ? ".causal" : "");
+    key.shape[0] = c->lq, key.shape[1] = c->lk, key.shape[2] = c->d, key.shape[3] = c->b * c->hq;
+    key.nshape = 4;
+    clkit_config cfg;
+    return clkit_cache_lookup(ctx, &key, &cfg) == CLKIT_LOOKUP_EXACT;
+}
+
+/* The tuner: each pass stores its winner under its own key and the calls that follow (which
+   take it) agree with the reference; CLKIT_AUTOTUNE=1 tunes both passes of a new shape on
+   first use; bad input gets the call's own status and stores nothing. */
+START_TEST(tuner)
+{
+    char dir[] = "/tmp/clkit-attention-tune-XXXXXX";
+    ck_assert(mkdtemp(dir) != NULL);
+    setenv("CLKIT_CACHE_DIR", dir, 1);
+    clkit_context *ctx = tu_ctx();
+    acase c = basic(CLKIT_F32, 32, 69, 45, 1);
+    host_data h = make_inputs(&c);
+    int64_t qs[4] = {c.b, c.hq, c.lq, c.d}, ks[4] = {c.b, c.hkv, c.lk, c.d};
+    dev q = make_dev(ctx, c.dt, 4, qs, 'c', h.q), k = make_dev(ctx, c.dt, 4, ks, 'c', h.k);
+    dev v = make_dev(ctx, c.dt, 4, ks, 'c', h.v), o = make_dev(ctx, c.dt, 4, qs, 'c', NULL);
+    dev lse = make_dev(ctx, CLKIT_F32, 3, qs, 'c', NULL), dout = make_dev(ctx, c.dt, 4, qs, 'c', h.dout);
+    dev dq = make_dev(ctx, c.dt, 4, qs, 'c', NULL), dk = make_dev(ctx, c.dt, 4, ks, 'c', NULL);
+    dev dv = make_dev(ctx, c.dt, 4, ks, 'c', NULL);
+    clkit_attention_options opt = {c.causal, c.scale};
+    clkit_tune_options topt = {0};
+    TU_CHECK(clkit_tune_attention_forward(ctx, &q.t, &k.t, &v.t, &opt, &o.t, &lse.t, &topt));
+    ck_assert(tuned_entry(ctx, &c, "fwd") && !tuned_entry(ctx, &c, "bwd"));
+    TU_CHECK(clkit_tune_attention_backward(ctx, &q.t, &k.t, &v.t, &o.t, &dout.t, &lse.t, &opt,
+                                           &dq.t, &dk.t, &dv.t, &topt));
+    ck_assert(tuned_entry(ctx, &c, "bwd"));
+    check_case(ctx, &c);
+
+    clkit_attention_options plain = {0, 0};
+    lse.t.shape[2] = 68;
+    TU_EXPECT(CLKIT_ERR_SHAPE, clkit_tune_attention_forward(ctx, &q.t, &k.t, &v.t, &plain, &o.t,
+                                                            &lse.t, &topt));
+    TU_EXPECT(CLKIT_ERR_SHAPE, clkit_tune_attention_backward(ctx, &q.t, &k.t, &v.t, &o.t, &dout.t,
+                                                             &lse.t, &plain, &dq.t, &dk.t, &dv.t,
+                                                             &topt));
+    acase shifted = c;
+    shifted.causal = 0;
+    ck_assert(!tuned_entry(ctx, &shifted, "fwd") && !tuned_entry(ctx, &shifted, "bwd"));
+    TU_EXPECT(CLKIT_ERR_NULL_ARGUMENT, clkit_tune_attention_forward(NULL, &q.t, &k.t, &v.t, &opt,
+                                                                    &o.t, NULL, &topt));
+
+    setenv("CLKIT_AUTOTUNE", "1", 1);
+    acase fresh = basic(CLKIT_F32, 32, 40, 40, 0);
+    check_case(ctx, &fresh);
+    unsetenv("CLKIT_AUTOTUNE");
+    ck_assert(tuned_entry(ctx, &fresh, "fwd") && tuned_entry(ctx, &fresh, "bwd"));
+
+    drop(&q), drop(&k), drop(&v), drop(&o), drop(&lse), drop(&dout), drop(&dq), drop(&dk), drop(&dv);
+    free_inputs(&h);
+    clkit_context_release(ctx);
+}
+END_TEST
+
 /* No queries or batch: nothing to do. No keys: o = 0, lse = -inf and dq = 0; no queries in
    the backward: dk = dv = 0. */
 START_TEST(empty)
@@ -645,6 +710,7 @@ int main(void)
     tcase_add_test(tc, layouts);
     tcase_add_test(tc, options);
     tcase_add_test(tc, cached_tiles);
+    tcase_add_test(tc, tuner);
     tcase_add_test(tc, empty);
     tcase_add_test(tc, finite_differences);
     tcase_add_test(tc, bad_forward);

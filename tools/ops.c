@@ -399,19 +399,27 @@ static clkit_tensor attention_view(const op_problem *p, int slot)
     return clkit_tensor_contiguous(t->buffer, t->dtype, t->ndim + 1, shape);
 }
 
-/* The forward of q, k and v into the slots o and lse. */
-static clkit_status attention_forward(clkit_context *ctx, const op_problem *p, int o, int lse)
+/* The forward of q, k and v into the slots o and lse; tuned first when tune is given. */
+static clkit_status attention_forward(clkit_context *ctx, const op_problem *p, int o, int lse,
+                                      const clkit_tune_options *tune)
 {
     clkit_attention_options opt = attention_options(p);
     clkit_tensor q = attention_view(p, ATT_Q), k = attention_view(p, ATT_K);
     clkit_tensor v = attention_view(p, ATT_V), out = attention_view(p, o);
     clkit_tensor l = attention_view(p, lse);
-    return clkit_attention_forward(ctx, &q, &k, &v, &opt, &out, &l);
+    return tune ? clkit_tune_attention_forward(ctx, &q, &k, &v, &opt, &out, &l, tune)
+                : clkit_attention_forward(ctx, &q, &k, &v, &opt, &out, &l);
 }
 
 static clkit_status call_attention_forward(clkit_context *ctx, const op_problem *p)
 {
-    return attention_forward(ctx, p, ATT_O, ATT_LSE);
+    return attention_forward(ctx, p, ATT_O, ATT_LSE, NULL);
+}
+
+static clkit_status tune_attention_forward(clkit_context *ctx, const op_problem *p,
+                                           const clkit_tune_options *t)
+{
+    return attention_forward(ctx, p, ATT_O, ATT_LSE, t);
 }
 
 /* The backward's lse, from a forward of its q, k and v (whose o lands in dq, which the backward
@@ -420,16 +428,32 @@ static clkit_status call_attention_forward(clkit_context *ctx, const op_problem 
    the input's values, where the forward's o would differ from its own by roundings. */
 static clkit_status prepare_attention_backward(clkit_context *ctx, const op_problem *p)
 {
-    return attention_forward(ctx, p, ATB_DQ, ATB_LSE);
+    return attention_forward(ctx, p, ATB_DQ, ATB_LSE, NULL);
 }
 
-static clkit_status call_attention_backward(clkit_context *ctx, const op_problem *p)
+static clkit_status attention_backward(clkit_context *ctx, const op_problem *p,
+                                       const clkit_tune_options *tune)
 {
     clkit_attention_options opt = attention_options(p);
     clkit_tensor t[ATB_DV + 1];
     for (int k = 0; k <= ATB_DV; k++) t[k] = attention_view(p, k);
+    if (tune)
+        return clkit_tune_attention_backward(ctx, &t[ATT_Q], &t[ATT_K], &t[ATT_V], &t[ATT_O],
+                                             &t[ATB_DOUT], &t[ATB_LSE], &opt, &t[ATB_DQ],
+                                             &t[ATB_DK], &t[ATB_DV], tune);
     return clkit_attention_backward(ctx, &t[ATT_Q], &t[ATT_K], &t[ATT_V], &t[ATT_O], &t[ATB_DOUT],
                                     &t[ATB_LSE], &opt, &t[ATB_DQ], &t[ATB_DK], &t[ATB_DV]);
+}
+
+static clkit_status call_attention_backward(clkit_context *ctx, const op_problem *p)
+{
+    return attention_backward(ctx, p, NULL);
+}
+
+static clkit_status tune_attention_backward(clkit_context *ctx, const op_problem *p,
+                                            const clkit_tune_options *t)
+{
+    return attention_backward(ctx, p, t);
 }
 
 static int attention_is_lse(const op_problem *p, int slot)
@@ -661,6 +685,18 @@ static int attention_shapes(int quick, op_shape *out)
     return n;
 }
 
+/* `clkit tune --standard`: both configurations at L 1024 and 4096 (the lookup takes the
+   nearest tuned L for the rest). */
+static int attention_tune_shapes(op_shape *out)
+{
+    int n = 0;
+    for (size_t c = 0; c < sizeof attention_configs / sizeof *attention_configs; c++)
+        for (int64_t len = 1024; len <= 4096; len *= 4)
+            out[n++] = attention_shape(attention_configs[c].batch, attention_configs[c].heads, len,
+                                       attention_configs[c].dim);
+    return n;
+}
+
 #define F32_ONLY OP_DT(CLKIT_F32)
 
 /* Odd sizes for the edges of every tile, multiples of 32 for the vector loads; each layout,
@@ -782,14 +818,16 @@ const op_def op_table[] = {
      .checks = attention_checks, .bench_shapes = attention_shapes,
      .call = call_attention_forward, .reference = want_attention_forward,
      .dims = dims_attention, .slot_dtype = dtype_attention, .flops = flops_attention_forward,
-     .plot_x = plot_x_attention},
+     .plot_x = plot_x_attention, .tune = tune_attention_forward,
+     .tune_shapes = attention_tune_shapes},
     {.name = "attention_backward", .family = "attention", .nin = 5, .nextra = 3, .planes = 1,
      .ndim = 4, .dtypes = FLOATS, .lo = -2, .hi = 2, .x_label = "L (sequence length)",
      .x_is_cols = 1, .checks = attention_checks, .bench_shapes = attention_shapes,
      .call = call_attention_backward, .reference = want_attention_backward,
      .dims = dims_attention, .slot_dtype = dtype_attention,
      .prepare = prepare_attention_backward, .flops = flops_attention_backward,
-     .plot_x = plot_x_attention},
+     .plot_x = plot_x_attention, .tune = tune_attention_backward,
+     .tune_shapes = attention_tune_shapes},
 };
 const int op_count = sizeof op_table / sizeof *op_table;
 
@@ -928,11 +966,15 @@ int op_shape_parse(const op_def *op, const char *text, op_shape *out)
         d[n++] = v;
         if (*end != 'x') break;
     }
-    if (*end) return -1;
-    /* ndim numbers; a (M, N, K) op may add the batch count. */
-    int want = op->ndim < 2 ? 1 : op->ndim;
-    if (n != want && !(op->ndim == 3 && n == 4)) return -1;
+    /* ndim numbers; a (M, N, K) op may add the batch count; attention may end in .causal. */
+    int want = op->ndim < 2 ? 1 : op->ndim, causal = op->ndim == 4 && strcmp(end, ".causal") == 0;
+    if ((*end && !causal) || (n != want && !(op->ndim == 3 && n == 4))) return -1;
     memset(out, 0, sizeof *out);
+    if (op->ndim == 4) {
+        *out = attention_shape(d[0], d[1], d[2], d[3]);
+        out->flags = causal ? OP_CAUSAL : 0;
+        return 0;
+    }
     out->rows = n > 1 ? d[0] : 1;
     out->cols = d[n > 1];
     if (n >= 3) out->depth = d[2];

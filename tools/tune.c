@@ -42,11 +42,16 @@ static void usage(FILE *f)
     for (int i = 0; i < op_count; i++)
         if (op_table[i].tune) fprintf(f, " %s", op_table[i].name);
     fprintf(f, "\n"
-               "  --shapes LIST    comma-separated MxNxK or MxNxKxBATCH, e.g.\n"
-               "                   1024x1024x1024,1x4096x4096,512x512x512x16\n"
-               "  --standard       the tutorials' and the bench's shapes: squares 256 .. 8192,\n"
-               "                   every 4th of M = N = K = 128 i (i = 2 .. 32), M = 1, 8, 16\n"
-               "                   with N = K = 4096, and 16 x 512^3 batched\n"
+               "  --shapes LIST    comma-separated MxNxK or MxNxKxBATCH (matmul), e.g.\n"
+               "                   1024x1024x1024,1x4096x4096,512x512x512x16; BxHxLxD with\n"
+               "                   .causal for a causal mask (attention, attention_backward),\n"
+               "                   e.g. 32x4x1024x128.causal\n"
+               "  --standard       the tutorials' and the bench's shapes. matmul: squares 256\n"
+               "                   .. 8192, every 4th of M = N = K = 128 i (i = 2 .. 32),\n"
+               "                   M = 1, 8, 16 with N = K = 4096, and 16 x 512^3 batched;\n"
+               "                   attention: the bench's 32x4xLx128 and 8x16xLx64, causal,\n"
+               "                   at L 1024 and 4096 (f16/bf16 on NVIDIA tensor cores have\n"
+               "                   fixed tiles: CLKIT_TENSOR_CORES=0 tunes the portable ones)\n"
                "  --dtype T        the inputs' dtype (default f32)\n"
                "  --out-dtype T    the output's (default f32; f16 and bf16 inputs may also\n"
                "                   write their own dtype)\n"
@@ -152,8 +157,8 @@ static int tune_shapes(const tune_opts *o, const op_def *op, op_shape *out)
         char text[64];
         snprintf(text, sizeof text, "%.*s", (int)(len < sizeof text ? len : sizeof text - 1), at);
         if (len >= sizeof text || op_shape_parse(op, text, &out[n]) != 0) {
-            fprintf(stderr, "clkit tune: '%.*s' is not a shape (MxNxK or MxNxKxBATCH)\n",
-                    (int)len, at);
+            fprintf(stderr, "clkit tune: '%.*s' is not a shape of %s (see --help)\n", (int)len,
+                    at, op->name);
             return -1;
         }
         n++;

@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Rows held per work-group, rows streamed per step, the micro-tile, and the slices of the
@@ -14,6 +15,9 @@
 typedef struct tiles {
     int bm, bn, tm, tn, sd, sn;
 } tiles;
+
+static const char *const tile_names[6] = {"BLOCK_M", "BLOCK_N", "THREAD_M", "THREAD_N", "SLICE_D",
+                                          "SLICE_N"};
 
 /* What the launches need of the chosen kernels: rows held per work-group, its work-items. */
 typedef struct plan {
@@ -26,6 +30,7 @@ typedef struct problem {
     clkit_dtype dtype;
     int causal;
     float scale; /* resolved: never 0 */
+    const struct tiles *force; /* the tuner's candidate: these portable tiles alone */
 } problem;
 
 /* A tensor as the kernels take it: buffer, element offset, strides (b, h, l, d). */
@@ -217,10 +222,24 @@ static clkit_tune_key tune_key(const problem *p, int bwd)
 
 static int tiles_from_config(const clkit_config *c, tiles *t)
 {
-    t->bm = clkit_config_get(c, "BLOCK_M", 0), t->bn = clkit_config_get(c, "BLOCK_N", 0);
-    t->tm = clkit_config_get(c, "THREAD_M", 0), t->tn = clkit_config_get(c, "THREAD_N", 0);
-    t->sd = clkit_config_get(c, "SLICE_D", 0), t->sn = clkit_config_get(c, "SLICE_N", 0);
+    int *f[6] = {&t->bm, &t->bn, &t->tm, &t->tn, &t->sd, &t->sn};
+    for (int i = 0; i < 6; i++) *f[i] = clkit_config_get(c, tile_names[i], 0);
     return t->bm > 0;
+}
+
+static clkit_config config_of(const tiles *t)
+{
+    const int f[6] = {t->bm, t->bn, t->tm, t->tn, t->sd, t->sn};
+    clkit_config c = {0};
+    for (int i = 0; i < 6; i++) clkit_config_set(&c, tile_names[i], f[i]);
+    return c;
+}
+
+/* The device's tile list for the pass, largest first. */
+static const tiles *tile_list(const struct clkit_device_props *dp, int bwd, int *len)
+{
+    *len = dp->is_gpu ? (bwd ? NTILES(gpu_bwd) : NTILES(gpu_fwd)) : NTILES(cpu_tiles);
+    return dp->is_gpu ? (bwd ? gpu_bwd : gpu_fwd) : cpu_tiles;
 }
 
 /* Tiles to try, best first: a tuned entry that fits, then the heuristic's legal tiles within
@@ -229,15 +248,15 @@ static int tiles_from_config(const clkit_config *c, tiles *t)
 static int candidates(clkit_context *ctx, const problem *p, int bwd, tiles *out, int max)
 {
     const struct clkit_device_props *dp = &ctx->props;
-    int n = 0, d = (int)p->d;
+    int n = 0, d = (int)p->d, len;
+    if (p->force) return tiles_legal(dp, p->force, d, bwd) ? (out[0] = *p->force, 1) : 0;
     clkit_tune_key key = tune_key(p, bwd);
     clkit_config cfg;
     tiles t;
     if (clkit_cache_lookup(ctx, &key, &cfg) != CLKIT_LOOKUP_NONE && tiles_from_config(&cfg, &t) &&
         tiles_legal(dp, &t, d, bwd))
         add_candidate(out, &n, max, &t);
-    const tiles *list = dp->is_gpu ? (bwd ? gpu_bwd : gpu_fwd) : cpu_tiles;
-    int len = dp->is_gpu ? (bwd ? NTILES(gpu_bwd) : NTILES(gpu_fwd)) : NTILES(cpu_tiles);
+    const tiles *list = tile_list(dp, bwd, &len);
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < len; i++)
             if (tiles_legal(dp, &list[i], d, bwd) &&
@@ -396,7 +415,7 @@ static int mma_view(const clkit_tensor *t)
 static int mma_choice(const clkit_context *ctx, const problem *p, const clkit_tensor *const *ins,
                       int nin, const int *kinds, int n, mma_tiles *out)
 {
-    if (!ctx->props.tensor_cores || ctx->fast_path_failed ||
+    if (!ctx->props.tensor_cores || ctx->fast_path_failed || p->force ||
         (p->dtype != CLKIT_F16 && p->dtype != CLKIT_BF16))
         return 0;
     for (int i = 0; i < nin; i++)
@@ -457,30 +476,105 @@ static size_t groups_of(int64_t rows, int block) { return (size_t)((rows + block
 
 static float scale_log2(const problem *p) { return (float)(p->scale * 1.4426950408889634); }
 
+/* ---- tuning ---- */
+
+static const char *const fwd_names[] = {"attn_fwd"}, *const fwd_names_mma[] = {"attn_fwd_mma"};
+static const int fwd_kinds[] = {MMA_FWD};
+static const char *const bwd_names[] = {"attn_bwd_delta", "attn_bwd_dkdv", "attn_bwd_dq"};
+static const char *const bwd_names_mma[] = {"attn_bwd_delta", "attn_bwd_dkdv_mma", "attn_bwd_dq_mma"};
+static const int bwd_kinds[] = {MMA_DKDV, MMA_DKDV, MMA_DQ};
+
+/* The tensors of one call, for the tuner to repeat it with each candidate. */
+typedef struct call {
+    const clkit_tensor *q, *k, *v, *o, *dout, *lse, *dq, *dk, *dv;
+    const clkit_attention_options *opt;
+} call;
+
+static clkit_status forward(clkit_context *ctx, const call *c, const tiles *force);
+static clkit_status backward(clkit_context *ctx, const call *c, const tiles *force);
+
+static clkit_status run_candidate(clkit_context *ctx, const clkit_config *cfg, void *user, int bwd)
+{
+    tiles t;
+    if (!tiles_from_config(cfg, &t))
+        return clkit_fail(ctx, CLKIT_ERR_INVALID_VALUE, "attention: a candidate without tiles");
+    return bwd ? backward(ctx, user, &t) : forward(ctx, user, &t);
+}
+
+static clkit_status run_forward(clkit_context *ctx, const clkit_config *cfg, void *user)
+{
+    return run_candidate(ctx, cfg, user, 0);
+}
+
+static clkit_status run_backward(clkit_context *ctx, const clkit_config *cfg, void *user)
+{
+    return run_candidate(ctx, cfg, user, 1);
+}
+
+/* Whether the pass runs on the tensor-core kernels, whose tiles come from fixed tables. */
+static int takes_mma(const clkit_context *ctx, const problem *p, int bwd,
+                     const clkit_tensor *const *ins)
+{
+    mma_tiles mt[3];
+    return mma_choice(ctx, p, ins, bwd ? 4 : 3, bwd ? bwd_kinds : fwd_kinds, bwd ? 3 : 1, mt);
+}
+
+/* Times every legal portable tile of the device's list on this call and stores the fastest
+   under the pass's key. */
+static clkit_status tune(clkit_context *ctx, const problem *p, int bwd, const clkit_tensor *const *ins,
+                         call *c, const clkit_tune_options *topt)
+{
+    if (takes_mma(ctx, p, bwd, ins))
+        return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "attention: this problem runs on the tensor-core "
+                          "kernels, whose tiles are fixed (CLKIT_TENSOR_CORES=0 tunes the portable ones)");
+    int len, n = 0;
+    const tiles *list = tile_list(&ctx->props, bwd, &len);
+    clkit_config cands[24], best;
+    for (int i = 0; i < len && n < 24; i++)
+        if (tiles_legal(&ctx->props, &list[i], (int)p->d, bwd)) cands[n++] = config_of(&list[i]);
+    clkit_tune_key key = tune_key(p, bwd);
+    return clkit_autotune(ctx, &key, cands, n, bwd ? run_backward : run_forward, c, topt, &best);
+}
+
+/* CLKIT_AUTOTUNE=1 and no exact entry for a problem on the portable kernels: tune first. */
+static clkit_status autotune_first(clkit_context *ctx, const problem *p, int bwd,
+                                   const clkit_tensor *const *ins, call *c)
+{
+    const char *env = getenv("CLKIT_AUTOTUNE");
+    if (!env || strcmp(env, "1") != 0 || takes_mma(ctx, p, bwd, ins)) return CLKIT_OK;
+    clkit_tune_key key = tune_key(p, bwd);
+    clkit_config cfg;
+    if (clkit_cache_lookup(ctx, &key, &cfg) == CLKIT_LOOKUP_EXACT) return CLKIT_OK;
+    return tune(ctx, p, bwd, ins, c, NULL);
+}
+
 /* ---- forward ---- */
 
-clkit_status clkit_attention_forward(clkit_context *ctx, const clkit_tensor *q,
-                                     const clkit_tensor *k, const clkit_tensor *v,
-                                     const clkit_attention_options *opt, const clkit_tensor *o,
-                                     const clkit_tensor *lse)
+/* Validation of the inputs into p, and of the outputs. */
+static clkit_status check_forward(clkit_context *ctx, const call *c, problem *p)
 {
-    if (!ctx) return CLKIT_ERR_NULL_ARGUMENT;
+    clkit_status s = check_inputs(ctx, c->q, c->k, c->v, c->opt, p);
+    if (s || (s = check_like(ctx, c->o, "o", c->q, "q")) || (c->lse && (s = check_lse(ctx, c->lse, p))))
+        return s;
+    const clkit_tensor *outs[2] = {c->o, c->lse}, *ins[3] = {c->q, c->k, c->v};
+    const char *out_names[2] = {"o", "lse"}, *in_names[3] = {"q", "k", "v"};
+    return check_outputs(ctx, c->lse ? 2 : 1, outs, out_names, 3, ins, in_names);
+}
+
+static clkit_status forward(clkit_context *ctx, const call *c, const tiles *force)
+{
     clkit_clear_error(ctx);
     problem p;
-    clkit_status s = check_inputs(ctx, q, k, v, opt, &p);
-    if (s || (s = check_like(ctx, o, "o", q, "q")) || (lse && (s = check_lse(ctx, lse, &p))))
-        return s;
-    const clkit_tensor *outs[2] = {o, lse}, *ins[3] = {q, k, v};
-    const char *out_names[2] = {"o", "lse"}, *in_names[3] = {"q", "k", "v"};
-    if ((s = check_outputs(ctx, lse ? 2 : 1, outs, out_names, 3, ins, in_names))) return s;
-    if (p.b * p.hq * p.lq == 0) return CLKIT_OK;
-
-    static const char *const names[] = {"attn_fwd"}, *const names_mma[] = {"attn_fwd_mma"};
-    static const int kinds[] = {MMA_FWD};
+    clkit_status s = check_forward(ctx, c, &p);
+    if (s || p.b * p.hq * p.lq == 0) return s;
+    p.force = force;
+    const clkit_tensor *ins[3] = {c->q, c->k, c->v};
     cl_kernel kern;
     plan t;
-    if ((s = choose_kernels(ctx, &p, 0, ins, 3, kinds, names_mma, names, 1, &kern, &t))) return s;
-    kview vq = kview_of(q), vk = kview_of(k), vv = kview_of(v), vo = kview_of(o), vl = kview_of(lse);
+    if ((s = choose_kernels(ctx, &p, 0, ins, 3, fwd_kinds, fwd_names_mma, fwd_names, 1, &kern, &t)))
+        return s;
+    kview vq = kview_of(c->q), vk = kview_of(c->k), vv = kview_of(c->v), vo = kview_of(c->o);
+    kview vl = kview_of(c->lse);
     cl_int hq = (cl_int)p.hq, group = (cl_int)(p.hq / p.hkv), lq = (cl_int)p.lq, lk = (cl_int)p.lk;
     cl_int causal = p.causal;
     float scale2 = scale_log2(&p);
@@ -491,6 +585,40 @@ clkit_status clkit_attention_forward(clkit_context *ctx, const clkit_tensor *q,
     if ((s = args_done(ctx, &a))) return s;
     size_t global[2] = {groups_of(p.lq, t.bm) * t.wg, (size_t)(p.b * p.hq)}, local[2] = {t.wg, 1};
     return clkit_launch(ctx, kern, 2, global, local);
+}
+
+/* The public forward and its tuner share validation: the tuner's candidates then run
+   forward() with their tiles forced. */
+static clkit_status forward_entry(clkit_context *ctx, call *c, const clkit_tune_options *topt, int tuning)
+{
+    if (!ctx) return CLKIT_ERR_NULL_ARGUMENT;
+    clkit_clear_error(ctx);
+    problem p;
+    clkit_status s = check_forward(ctx, c, &p);
+    if (s || p.b * p.hq * p.lq == 0) return s;
+    const clkit_tensor *ins[3] = {c->q, c->k, c->v};
+    if (tuning) return tune(ctx, &p, 0, ins, c, topt);
+    if ((s = autotune_first(ctx, &p, 0, ins, c))) return s;
+    return forward(ctx, c, NULL);
+}
+
+clkit_status clkit_attention_forward(clkit_context *ctx, const clkit_tensor *q,
+                                     const clkit_tensor *k, const clkit_tensor *v,
+                                     const clkit_attention_options *opt, const clkit_tensor *o,
+                                     const clkit_tensor *lse)
+{
+    call c = {.q = q, .k = k, .v = v, .o = o, .lse = lse, .opt = opt};
+    return forward_entry(ctx, &c, NULL, 0);
+}
+
+clkit_status clkit_tune_attention_forward(clkit_context *ctx, const clkit_tensor *q,
+                                          const clkit_tensor *k, const clkit_tensor *v,
+                                          const clkit_attention_options *opt,
+                                          const clkit_tensor *o, const clkit_tensor *lse,
+                                          const clkit_tune_options *topt)
+{
+    call c = {.q = q, .k = k, .v = v, .o = o, .lse = lse, .opt = opt};
+    return forward_entry(ctx, &c, topt, 1);
 }
 
 /* ---- backward ---- */
@@ -560,30 +688,28 @@ static clkit_status check_backward(clkit_context *ctx, const clkit_tensor *q, co
     return check_outputs(ctx, 3, outs, out_names, 6, ins, in_names);
 }
 
-clkit_status clkit_attention_backward(clkit_context *ctx, const clkit_tensor *q,
-                                      const clkit_tensor *k, const clkit_tensor *v,
-                                      const clkit_tensor *o, const clkit_tensor *dout,
-                                      const clkit_tensor *lse, const clkit_attention_options *opt,
-                                      const clkit_tensor *dq, const clkit_tensor *dk,
-                                      const clkit_tensor *dv)
+static int backward_empty(const problem *p)
 {
-    if (!ctx) return CLKIT_ERR_NULL_ARGUMENT;
+    return p->b * p->hq * p->lq == 0 && p->b * p->hkv * p->lk == 0;
+}
+
+static clkit_status backward(clkit_context *ctx, const call *c, const tiles *force)
+{
     clkit_clear_error(ctx);
     problem p;
-    clkit_status s = check_backward(ctx, q, k, v, o, dout, lse, opt, dq, dk, dv, &p);
-    if (s) return s;
+    clkit_status s = check_backward(ctx, c->q, c->k, c->v, c->o, c->dout, c->lse, c->opt, c->dq,
+                                    c->dk, c->dv, &p);
+    if (s || backward_empty(&p)) return s;
     int has_q = p.b * p.hq * p.lq > 0, has_kv = p.b * p.hkv * p.lk > 0;
-    if (!has_q && !has_kv) return CLKIT_OK;
-
-    static const char *const names[] = {"attn_bwd_delta", "attn_bwd_dkdv", "attn_bwd_dq"};
-    static const char *const names_mma[] = {"attn_bwd_delta", "attn_bwd_dkdv_mma", "attn_bwd_dq_mma"};
-    static const int kinds[] = {MMA_DKDV, MMA_DKDV, MMA_DQ};
-    const clkit_tensor *ins[4] = {q, k, v, dout};
+    p.force = force;
+    const clkit_tensor *ins[4] = {c->q, c->k, c->v, c->dout};
     cl_kernel kern[3];
     plan t[3];
-    if ((s = choose_kernels(ctx, &p, 1, ins, 4, kinds, names_mma, names, 3, kern, t))) return s;
-    bwd_views bv = {kview_of(q), kview_of(k), kview_of(v), kview_of(o), kview_of(dout),
-                    kview_of(lse), kview_of(dq), kview_of(dk), kview_of(dv), {0}};
+    if ((s = choose_kernels(ctx, &p, 1, ins, 4, bwd_kinds, bwd_names_mma, bwd_names, 3, kern, t)))
+        return s;
+    bwd_views bv = {kview_of(c->q), kview_of(c->k), kview_of(c->v), kview_of(c->o),
+                    kview_of(c->dout), kview_of(c->lse), kview_of(c->dq), kview_of(c->dk),
+                    kview_of(c->dv), {0}};
     size_t delta_bytes = (size_t)(p.b * p.hq * p.lq) * sizeof(float);
     if ((s = clkit_scratch_alloc(ctx, delta_bytes, &bv.delta.buf))) return s;
     if (has_q) s = launch_delta(ctx, kern[0], &p, &bv);
@@ -591,4 +717,41 @@ clkit_status clkit_attention_backward(clkit_context *ctx, const clkit_tensor *q,
     if (!s && has_q) s = launch_grad(ctx, kern[2], &p, &t[2], &bv, 0);
     clkit_scratch_release(ctx, bv.delta.buf, delta_bytes);
     return s;
+}
+
+static clkit_status backward_entry(clkit_context *ctx, call *c, const clkit_tune_options *topt, int tuning)
+{
+    if (!ctx) return CLKIT_ERR_NULL_ARGUMENT;
+    clkit_clear_error(ctx);
+    problem p;
+    clkit_status s = check_backward(ctx, c->q, c->k, c->v, c->o, c->dout, c->lse, c->opt, c->dq,
+                                    c->dk, c->dv, &p);
+    if (s || backward_empty(&p)) return s;
+    const clkit_tensor *ins[4] = {c->q, c->k, c->v, c->dout};
+    if (tuning) return tune(ctx, &p, 1, ins, c, topt);
+    if ((s = autotune_first(ctx, &p, 1, ins, c))) return s;
+    return backward(ctx, c, NULL);
+}
+
+clkit_status clkit_attention_backward(clkit_context *ctx, const clkit_tensor *q,
+                                      const clkit_tensor *k, const clkit_tensor *v,
+                                      const clkit_tensor *o, const clkit_tensor *dout,
+                                      const clkit_tensor *lse, const clkit_attention_options *opt,
+                                      const clkit_tensor *dq, const clkit_tensor *dk,
+                                      const clkit_tensor *dv)
+{
+    call c = {q, k, v, o, dout, lse, dq, dk, dv, opt};
+    return backward_entry(ctx, &c, NULL, 0);
+}
+
+clkit_status clkit_tune_attention_backward(clkit_context *ctx, const clkit_tensor *q,
+                                           const clkit_tensor *k, const clkit_tensor *v,
+                                           const clkit_tensor *o, const clkit_tensor *dout,
+                                           const clkit_tensor *lse,
+                                           const clkit_attention_options *opt,
+                                           const clkit_tensor *dq, const clkit_tensor *dk,
+                                           const clkit_tensor *dv, const clkit_tune_options *topt)
+{
+    call c = {q, k, v, o, dout, lse, dq, dk, dv, opt};
+    return backward_entry(ctx, &c, topt, 1);
 }
