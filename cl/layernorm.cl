@@ -198,26 +198,29 @@ static inline uint bf16_pair(float lo, float hi)
 #endif
 
 #if VEC > 1
-/* p is aligned to VEC elements. */
-static inline void load_vec(__global const elem_t *p, __private float *v)
+/* A 16-byte chunk as loaded (four words) to its VEC values; 16-bit elements come in pairs, the
+   lower one in the low half of the word (little-endian). */
+static inline void unpack_vec(uint4 w, __private float *v)
 {
 #if defined(DTYPE_F32)
-    float4 t = *(__global const float4 *)p;
-    SPLIT(v, t);
+    float4 t = as_float4(w);
 #elif defined(DTYPE_F16)
-    ushort8 b = *(__global const ushort8 *)p;
-    float8 t = (float8)(half_to_f32(b.s0), half_to_f32(b.s1), half_to_f32(b.s2),
-                        half_to_f32(b.s3), half_to_f32(b.s4), half_to_f32(b.s5),
-                        half_to_f32(b.s6), half_to_f32(b.s7));
-    SPLIT(v, t);
+    float8 t = (float8)(half_to_f32((ushort)w.s0), half_to_f32((ushort)(w.s0 >> 16)),
+                        half_to_f32((ushort)w.s1), half_to_f32((ushort)(w.s1 >> 16)),
+                        half_to_f32((ushort)w.s2), half_to_f32((ushort)(w.s2 >> 16)),
+                        half_to_f32((ushort)w.s3), half_to_f32((ushort)(w.s3 >> 16)));
 #elif defined(DTYPE_BF16)
-    /* A bf16 pair in a little-endian word: the low element shifted up, the high one masked. */
-    uint4 w = *(__global const uint4 *)p;
     float8 t = (float8)(as_float(w.s0 << 16), as_float(w.s0 & 0xffff0000u), as_float(w.s1 << 16),
                         as_float(w.s1 & 0xffff0000u), as_float(w.s2 << 16), as_float(w.s2 & 0xffff0000u),
                         as_float(w.s3 << 16), as_float(w.s3 & 0xffff0000u));
-    SPLIT(v, t);
 #endif
+    SPLIT(v, t);
+}
+
+/* p is aligned to VEC elements. */
+static inline void load_vec(__global const elem_t *p, __private float *v)
+{
+    unpack_vec(*(__global const uint4 *)p, v);
 }
 
 static inline void store_vec(__global elem_t *p, const __private float *v)
@@ -380,13 +383,28 @@ static inline void store_stats(__global float *mean, long mean_off, long mean_s,
 }
 
 #if !BACKWARD && !LOOP
-/* Prefetch where a second row's values fit in registers beside the first's, weight and bias,
-   and in f32 only. Measured on an H100 at 4096 x 8192: f32 2.33 -> 2.60 TB/s, while f16 fell
-   from 1.56 to 1.29 TB/s; 16 values a lane spilled and lost a third of the speed. */
+/* Prefetch where a second row fits in registers beside the first, weight and bias. f32 rows
+   are held as values; 16-bit rows as the words loaded, half the registers, for a conversion
+   at the prefetch would wait for the load right there. Measured on an H100 at 4096 x 8192:
+   f32 2.33 -> 2.60 TB/s; 16-bit rows converted at the prefetch fell from 1.56 to 1.29 TB/s,
+   held as words they rose from 1.51 to 1.57 (f16) and 1.54 to 1.79 (bf16); 16 f32 values a
+   lane spilled and lost a third of the speed, and two held chunks a lane (16-bit rows past
+   8192) a fifth. */
 #if defined(DTYPE_F32) && ITEMS <= 8
 #define PREFETCH 1
+#elif VEC == 8 && ITEMS <= 8
+#define PREFETCH 1
+#define HOLD_WORDS 1
 #else
 #define PREFETCH 0
+#endif
+
+#if defined(HOLD_WORDS)
+typedef uint4 held_t;
+#define HELD CHUNKS
+#else
+typedef float held_t;
+#define HELD ITEMS
 #endif
 
 /* Row `row` of x (nothing of it when row >= m: zeros). */
@@ -395,6 +413,49 @@ static inline void load_row(__global const elem_t *x, long x_rs, long x_cs, int 
 {
     const bool live = row < m;
     load_span(x + (live ? row : 0) * x_rs, x_cs, a, lane, a, live ? a + n : 0, true, v);
+}
+
+/* Row `row` held for later: its values, or (HOLD_WORDS) its whole chunks as loaded. */
+static inline void hold_row(__global const elem_t *x, long x_rs, long x_cs, int a, int n,
+                            int lane, long row, long m, __private held_t *h)
+{
+#if defined(HOLD_WORDS)
+    (void)x_cs;
+    const int hi = row < m ? a + n : 0;
+    __global const elem_t *p = x + (row < m ? row : 0) * x_rs;
+    #pragma unroll
+    for (int c = 0; c < CHUNKS; c++) {
+        const int pos = chunk_pos(c, lane);
+        h[c] = pos >= a && pos + VEC <= hi ? *(__global const uint4 *)(p + (pos - a)) : (uint4)(0);
+    }
+#else
+    load_row(x, x_rs, x_cs, a, n, lane, row, m, h);
+#endif
+}
+
+/* The values of held row `row`: words unpacked, and the chunks straddling an end of the row
+   (never held) loaded now, as load_span's second pass. */
+static inline void take_row(__global const elem_t *x, long x_rs, int a, int n, int lane, long row,
+                            long m, const __private held_t *h, __private float *v)
+{
+#if defined(HOLD_WORDS)
+    const int hi = row < m ? a + n : 0;
+    __global const elem_t *p = x + (row < m ? row : 0) * x_rs;
+    #pragma unroll
+    for (int c = 0; c < CHUNKS; c++) {
+        const int pos = chunk_pos(c, lane);
+        unpack_vec(h[c], v + c * VEC);
+        if (straddles(pos, a, hi)) {
+            #pragma unroll
+            for (int k = 0; k < VEC; k++)
+                if (inside(pos + k, a, hi)) v[c * VEC + k] = LOAD(p, pos + k - a);
+        }
+    }
+#else
+    (void)x, (void)x_rs, (void)a, (void)n, (void)lane, (void)row, (void)m;
+    #pragma unroll
+    for (int i = 0; i < ITEMS; i++) v[i] = h[i];
+#endif
 }
 
 /* Rows of at most SPAN - a elements, held on chip, ROWS to a work-group. Offsets and strides
@@ -419,16 +480,18 @@ void layernorm_fwd(__global const elem_t *x, long x_off, long x_rs, long x_cs,
        two rows per compute unit, the loads alone would not keep the memory busy. */
     const long step = get_num_groups(0) * ROWS;
     long row = get_group_id(0) * ROWS + lid / TEAM;
-    float next[ITEMS];
-    if (PREFETCH) load_row(x + x_off, x_rs, x_cs, a, n, lane, row, m, next);
+    held_t next[HELD];
+    if (PREFETCH) hold_row(x + x_off, x_rs, x_cs, a, n, lane, row, m, next);
     for (; row - lid / TEAM < m; row += step) {
         const bool live = row < m;
         const int hi = live ? a + n : 0;
         float v[ITEMS];
         if (PREFETCH) {
+            held_t held[HELD];
             #pragma unroll
-            for (int i = 0; i < ITEMS; i++) v[i] = next[i];
-            load_row(x + x_off, x_rs, x_cs, a, n, lane, row + step, m, next);
+            for (int i = 0; i < HELD; i++) held[i] = next[i];
+            hold_row(x + x_off, x_rs, x_cs, a, n, lane, row + step, m, next);
+            take_row(x + x_off, x_rs, a, n, lane, row, m, held, v);
         } else {
             load_row(x + x_off, x_rs, x_cs, a, n, lane, row, m, v);
         }
