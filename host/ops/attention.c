@@ -587,40 +587,6 @@ static clkit_status forward(clkit_context *ctx, const call *c, const tiles *forc
     return clkit_launch(ctx, kern, 2, global, local);
 }
 
-/* The public forward and its tuner share validation: the tuner's candidates then run
-   forward() with their tiles forced. */
-static clkit_status forward_entry(clkit_context *ctx, call *c, const clkit_tune_options *topt, int tuning)
-{
-    if (!ctx) return CLKIT_ERR_NULL_ARGUMENT;
-    clkit_clear_error(ctx);
-    problem p;
-    clkit_status s = check_forward(ctx, c, &p);
-    if (s || p.b * p.hq * p.lq == 0) return s;
-    const clkit_tensor *ins[3] = {c->q, c->k, c->v};
-    if (tuning) return tune(ctx, &p, 0, ins, c, topt);
-    if ((s = autotune_first(ctx, &p, 0, ins, c))) return s;
-    return forward(ctx, c, NULL);
-}
-
-clkit_status clkit_attention_forward(clkit_context *ctx, const clkit_tensor *q,
-                                     const clkit_tensor *k, const clkit_tensor *v,
-                                     const clkit_attention_options *opt, const clkit_tensor *o,
-                                     const clkit_tensor *lse)
-{
-    call c = {.q = q, .k = k, .v = v, .o = o, .lse = lse, .opt = opt};
-    return forward_entry(ctx, &c, NULL, 0);
-}
-
-clkit_status clkit_tune_attention_forward(clkit_context *ctx, const clkit_tensor *q,
-                                          const clkit_tensor *k, const clkit_tensor *v,
-                                          const clkit_attention_options *opt,
-                                          const clkit_tensor *o, const clkit_tensor *lse,
-                                          const clkit_tune_options *topt)
-{
-    call c = {.q = q, .k = k, .v = v, .o = o, .lse = lse, .opt = opt};
-    return forward_entry(ctx, &c, topt, 1);
-}
-
 /* ---- backward ---- */
 
 typedef struct bwd_views {
@@ -670,19 +636,16 @@ static clkit_status launch_grad(clkit_context *ctx, cl_kernel kern, const proble
     return clkit_launch(ctx, kern, 2, global, local);
 }
 
-static clkit_status check_backward(clkit_context *ctx, const clkit_tensor *q, const clkit_tensor *k,
-                                   const clkit_tensor *v, const clkit_tensor *o,
-                                   const clkit_tensor *dout, const clkit_tensor *lse,
-                                   const clkit_attention_options *opt, const clkit_tensor *dq,
-                                   const clkit_tensor *dk, const clkit_tensor *dv, problem *p)
+static clkit_status check_backward(clkit_context *ctx, const call *c, problem *p)
 {
     clkit_status s;
-    if ((s = check_inputs(ctx, q, k, v, opt, p)) || (s = check_like(ctx, o, "o", q, "q")) ||
-        (s = check_like(ctx, dout, "dout", q, "q")) || (s = check_lse(ctx, lse, p)) ||
-        (s = check_like(ctx, dq, "dq", q, "q")) || (s = check_like(ctx, dk, "dk", k, "k")) ||
-        (s = check_like(ctx, dv, "dv", k, "k")))
+    const clkit_tensor *q = c->q, *k = c->k;
+    if ((s = check_inputs(ctx, q, k, c->v, c->opt, p)) || (s = check_like(ctx, c->o, "o", q, "q")) ||
+        (s = check_like(ctx, c->dout, "dout", q, "q")) || (s = check_lse(ctx, c->lse, p)) ||
+        (s = check_like(ctx, c->dq, "dq", q, "q")) || (s = check_like(ctx, c->dk, "dk", k, "k")) ||
+        (s = check_like(ctx, c->dv, "dv", k, "k")))
         return s;
-    const clkit_tensor *outs[3] = {dq, dk, dv}, *ins[6] = {q, k, v, o, dout, lse};
+    const clkit_tensor *outs[3] = {c->dq, c->dk, c->dv}, *ins[6] = {q, k, c->v, c->o, c->dout, c->lse};
     const char *out_names[3] = {"dq", "dk", "dv"};
     const char *in_names[6] = {"q", "k", "v", "o", "dout", "lse"};
     return check_outputs(ctx, 3, outs, out_names, 6, ins, in_names);
@@ -697,8 +660,7 @@ static clkit_status backward(clkit_context *ctx, const call *c, const tiles *for
 {
     clkit_clear_error(ctx);
     problem p;
-    clkit_status s = check_backward(ctx, c->q, c->k, c->v, c->o, c->dout, c->lse, c->opt, c->dq,
-                                    c->dk, c->dv, &p);
+    clkit_status s = check_backward(ctx, c, &p);
     if (s || backward_empty(&p)) return s;
     int has_q = p.b * p.hq * p.lq > 0, has_kv = p.b * p.hkv * p.lk > 0;
     p.force = force;
@@ -719,18 +681,42 @@ static clkit_status backward(clkit_context *ctx, const call *c, const tiles *for
     return s;
 }
 
-static clkit_status backward_entry(clkit_context *ctx, call *c, const clkit_tune_options *topt, int tuning)
+/* ---- entry points ---- */
+
+/* Validation (then nothing to do for an empty problem), then the tuner, or the pass (tuned
+   first on a miss with CLKIT_AUTOTUNE=1). The tuner's candidates run forward() and backward()
+   themselves, with their tiles forced. */
+static clkit_status entry(clkit_context *ctx, call *c, int bwd, const clkit_tune_options *topt,
+                          int tuning)
 {
     if (!ctx) return CLKIT_ERR_NULL_ARGUMENT;
     clkit_clear_error(ctx);
     problem p;
-    clkit_status s = check_backward(ctx, c->q, c->k, c->v, c->o, c->dout, c->lse, c->opt, c->dq,
-                                    c->dk, c->dv, &p);
-    if (s || backward_empty(&p)) return s;
+    clkit_status s = bwd ? check_backward(ctx, c, &p) : check_forward(ctx, c, &p);
+    if (s || (bwd ? backward_empty(&p) : p.b * p.hq * p.lq == 0)) return s;
     const clkit_tensor *ins[4] = {c->q, c->k, c->v, c->dout};
-    if (tuning) return tune(ctx, &p, 1, ins, c, topt);
-    if ((s = autotune_first(ctx, &p, 1, ins, c))) return s;
-    return backward(ctx, c, NULL);
+    if (tuning) return tune(ctx, &p, bwd, ins, c, topt);
+    if ((s = autotune_first(ctx, &p, bwd, ins, c))) return s;
+    return bwd ? backward(ctx, c, NULL) : forward(ctx, c, NULL);
+}
+
+clkit_status clkit_attention_forward(clkit_context *ctx, const clkit_tensor *q,
+                                     const clkit_tensor *k, const clkit_tensor *v,
+                                     const clkit_attention_options *opt, const clkit_tensor *o,
+                                     const clkit_tensor *lse)
+{
+    call c = {.q = q, .k = k, .v = v, .o = o, .lse = lse, .opt = opt};
+    return entry(ctx, &c, 0, NULL, 0);
+}
+
+clkit_status clkit_tune_attention_forward(clkit_context *ctx, const clkit_tensor *q,
+                                          const clkit_tensor *k, const clkit_tensor *v,
+                                          const clkit_attention_options *opt,
+                                          const clkit_tensor *o, const clkit_tensor *lse,
+                                          const clkit_tune_options *topt)
+{
+    call c = {.q = q, .k = k, .v = v, .o = o, .lse = lse, .opt = opt};
+    return entry(ctx, &c, 0, topt, 1);
 }
 
 clkit_status clkit_attention_backward(clkit_context *ctx, const clkit_tensor *q,
@@ -741,7 +727,7 @@ clkit_status clkit_attention_backward(clkit_context *ctx, const clkit_tensor *q,
                                       const clkit_tensor *dv)
 {
     call c = {q, k, v, o, dout, lse, dq, dk, dv, opt};
-    return backward_entry(ctx, &c, NULL, 0);
+    return entry(ctx, &c, 1, NULL, 0);
 }
 
 clkit_status clkit_tune_attention_backward(clkit_context *ctx, const clkit_tensor *q,
@@ -753,5 +739,5 @@ clkit_status clkit_tune_attention_backward(clkit_context *ctx, const clkit_tenso
                                            const clkit_tensor *dv, const clkit_tune_options *topt)
 {
     call c = {q, k, v, o, dout, lse, dq, dk, dv, opt};
-    return backward_entry(ctx, &c, topt, 1);
+    return entry(ctx, &c, 1, topt, 1);
 }
