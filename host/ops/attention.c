@@ -484,10 +484,12 @@ static const char *const bwd_names[] = {"attn_bwd_delta", "attn_bwd_dkdv", "attn
 static const char *const bwd_names_mma[] = {"attn_bwd_delta", "attn_bwd_dkdv_mma", "attn_bwd_dq_mma"};
 static const int bwd_kinds[] = {MMA_DKDV, MMA_DKDV, MMA_DQ};
 
-/* The tensors of one call, for the tuner to repeat it with each candidate. */
+/* The tensors of one call and its problem, validated once by entry(): the pass runs it, and
+   the tuner repeats it with each candidate. */
 typedef struct call {
     const clkit_tensor *q, *k, *v, *o, *dout, *lse, *dq, *dk, *dv;
     const clkit_attention_options *opt;
+    problem p;
 } call;
 
 static clkit_status forward(clkit_context *ctx, const call *c, const tiles *force);
@@ -512,19 +514,19 @@ static clkit_status run_backward(clkit_context *ctx, const clkit_config *cfg, vo
 }
 
 /* Whether the pass runs on the tensor-core kernels, whose tiles come from fixed tables. */
-static int takes_mma(const clkit_context *ctx, const problem *p, int bwd,
-                     const clkit_tensor *const *ins)
+static int takes_mma(const clkit_context *ctx, const call *c, int bwd)
 {
+    const clkit_tensor *ins[4] = {c->q, c->k, c->v, c->dout};
     mma_tiles mt[3];
-    return mma_choice(ctx, p, ins, bwd ? 4 : 3, bwd ? bwd_kinds : fwd_kinds, bwd ? 3 : 1, mt);
+    return mma_choice(ctx, &c->p, ins, bwd ? 4 : 3, bwd ? bwd_kinds : fwd_kinds, bwd ? 3 : 1, mt);
 }
 
 /* Times every legal portable tile of the device's list on this call and stores the fastest
    under the pass's key. */
-static clkit_status tune(clkit_context *ctx, const problem *p, int bwd, const clkit_tensor *const *ins,
-                         call *c, const clkit_tune_options *topt)
+static clkit_status tune(clkit_context *ctx, int bwd, call *c, const clkit_tune_options *topt)
 {
-    if (takes_mma(ctx, p, bwd, ins))
+    const problem *p = &c->p;
+    if (takes_mma(ctx, c, bwd))
         return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "attention: this problem runs on the tensor-core "
                           "kernels, whose tiles are fixed (CLKIT_TENSOR_CORES=0 tunes the portable ones)");
     int len, n = 0;
@@ -537,15 +539,14 @@ static clkit_status tune(clkit_context *ctx, const problem *p, int bwd, const cl
 }
 
 /* CLKIT_AUTOTUNE=1 and no exact entry for a problem on the portable kernels: tune first. */
-static clkit_status autotune_first(clkit_context *ctx, const problem *p, int bwd,
-                                   const clkit_tensor *const *ins, call *c)
+static clkit_status autotune_first(clkit_context *ctx, int bwd, call *c)
 {
     const char *env = getenv("CLKIT_AUTOTUNE");
-    if (!env || strcmp(env, "1") != 0 || takes_mma(ctx, p, bwd, ins)) return CLKIT_OK;
-    clkit_tune_key key = tune_key(p, bwd);
+    if (!env || strcmp(env, "1") != 0 || takes_mma(ctx, c, bwd)) return CLKIT_OK;
+    clkit_tune_key key = tune_key(&c->p, bwd);
     clkit_config cfg;
     if (clkit_cache_lookup(ctx, &key, &cfg) == CLKIT_LOOKUP_EXACT) return CLKIT_OK;
-    return tune(ctx, p, bwd, ins, c, NULL);
+    return tune(ctx, bwd, c, NULL);
 }
 
 /* ---- forward ---- */
@@ -561,16 +562,15 @@ static clkit_status check_forward(clkit_context *ctx, const call *c, problem *p)
     return check_outputs(ctx, c->lse ? 2 : 1, outs, out_names, 3, ins, in_names);
 }
 
+/* The forward of a validated, non-empty call (force: the tuner's tiles, else NULL). */
 static clkit_status forward(clkit_context *ctx, const call *c, const tiles *force)
 {
-    clkit_clear_error(ctx);
-    problem p;
-    clkit_status s = check_forward(ctx, c, &p);
-    if (s || p.b * p.hq * p.lq == 0) return s;
+    problem p = c->p;
     p.force = force;
     const clkit_tensor *ins[3] = {c->q, c->k, c->v};
     cl_kernel kern;
     plan t;
+    clkit_status s;
     if ((s = choose_kernels(ctx, &p, 0, ins, 3, fwd_kinds, fwd_names_mma, fwd_names, 1, &kern, &t)))
         return s;
     kview vq = kview_of(c->q), vk = kview_of(c->k), vv = kview_of(c->v), vo = kview_of(c->o);
@@ -656,17 +656,16 @@ static int backward_empty(const problem *p)
     return p->b * p->hq * p->lq == 0 && p->b * p->hkv * p->lk == 0;
 }
 
+/* The backward of a validated call with queries or keys (force as for forward()). */
 static clkit_status backward(clkit_context *ctx, const call *c, const tiles *force)
 {
-    clkit_clear_error(ctx);
-    problem p;
-    clkit_status s = check_backward(ctx, c, &p);
-    if (s || backward_empty(&p)) return s;
+    problem p = c->p;
     int has_q = p.b * p.hq * p.lq > 0, has_kv = p.b * p.hkv * p.lk > 0;
     p.force = force;
     const clkit_tensor *ins[4] = {c->q, c->k, c->v, c->dout};
     cl_kernel kern[3];
     plan t[3];
+    clkit_status s;
     if ((s = choose_kernels(ctx, &p, 1, ins, 4, bwd_kinds, bwd_names_mma, bwd_names, 3, kern, t)))
         return s;
     bwd_views bv = {kview_of(c->q), kview_of(c->k), kview_of(c->v), kview_of(c->o),
@@ -683,20 +682,19 @@ static clkit_status backward(clkit_context *ctx, const call *c, const tiles *for
 
 /* ---- entry points ---- */
 
-/* Validation (then nothing to do for an empty problem), then the tuner, or the pass (tuned
-   first on a miss with CLKIT_AUTOTUNE=1). The tuner's candidates run forward() and backward()
-   themselves, with their tiles forced. */
+/* Validation into c->p (then nothing to do for an empty problem), then the tuner, or the
+   pass (tuned first on a miss with CLKIT_AUTOTUNE=1). The tuner's candidates run forward() and
+   backward() on the same validated call, with their tiles forced. */
 static clkit_status entry(clkit_context *ctx, call *c, int bwd, const clkit_tune_options *topt,
                           int tuning)
 {
     if (!ctx) return CLKIT_ERR_NULL_ARGUMENT;
     clkit_clear_error(ctx);
-    problem p;
-    clkit_status s = bwd ? check_backward(ctx, c, &p) : check_forward(ctx, c, &p);
-    if (s || (bwd ? backward_empty(&p) : p.b * p.hq * p.lq == 0)) return s;
-    const clkit_tensor *ins[4] = {c->q, c->k, c->v, c->dout};
-    if (tuning) return tune(ctx, &p, bwd, ins, c, topt);
-    if ((s = autotune_first(ctx, &p, bwd, ins, c))) return s;
+    problem *p = &c->p;
+    clkit_status s = bwd ? check_backward(ctx, c, p) : check_forward(ctx, c, p);
+    if (s || (bwd ? backward_empty(p) : p->b * p->hq * p->lq == 0)) return s;
+    if (tuning) return tune(ctx, bwd, c, topt);
+    if ((s = autotune_first(ctx, bwd, c))) return s;
     return bwd ? backward(ctx, c, NULL) : forward(ctx, c, NULL);
 }
 
@@ -726,7 +724,8 @@ clkit_status clkit_attention_backward(clkit_context *ctx, const clkit_tensor *q,
                                       const clkit_tensor *dq, const clkit_tensor *dk,
                                       const clkit_tensor *dv)
 {
-    call c = {q, k, v, o, dout, lse, dq, dk, dv, opt};
+    call c = {.q = q, .k = k, .v = v, .o = o, .dout = dout, .lse = lse,
+              .dq = dq, .dk = dk, .dv = dv, .opt = opt};
     return entry(ctx, &c, 1, NULL, 0);
 }
 
@@ -738,6 +737,7 @@ clkit_status clkit_tune_attention_backward(clkit_context *ctx, const clkit_tenso
                                            const clkit_tensor *dq, const clkit_tensor *dk,
                                            const clkit_tensor *dv, const clkit_tune_options *topt)
 {
-    call c = {q, k, v, o, dout, lse, dq, dk, dv, opt};
+    call c = {.q = q, .k = k, .v = v, .o = o, .dout = dout, .lse = lse,
+              .dq = dq, .dk = dk, .dv = dv, .opt = opt};
     return entry(ctx, &c, 1, topt, 1);
 }
