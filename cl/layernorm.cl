@@ -248,6 +248,24 @@ static inline int chunk_pos(int c, int lane) { return (c * TEAM + lane) * VEC; }
 
 static inline bool inside(int pos, int lo, int hi) { return pos >= lo && pos < hi; }
 
+#if VEC > 1
+/* The positions in [lo, hi) of the at most two chunks that straddle an end, one value at a
+   time (unit stride): the vector pass leaves them out. */
+static inline void load_straddling(__global const elem_t *p, int a, int lane, int lo, int hi,
+                                   __private float *v)
+{
+    #pragma unroll
+    for (int c = 0; c < CHUNKS; c++) {
+        const int pos = chunk_pos(c, lane);
+        if (straddles(pos, lo, hi)) {
+            #pragma unroll
+            for (int k = 0; k < VEC; k++)
+                if (inside(pos + k, lo, hi)) v[c * VEC + k] = LOAD(p, pos + k - a);
+        }
+    }
+}
+#endif
+
 /* The lane's values at positions [lo, hi) of a row whose position pos is p[(pos - a) * cs];
    positions outside read as 0. With vec (cs is then 1 and p - a aligned), chunks wholly inside
    move as one vector and the at most two that straddle an end are finished in a second pass,
@@ -268,15 +286,7 @@ static inline void load_span(__global const elem_t *p, long cs, int a, int lane,
                 for (int k = 0; k < VEC; k++) v[c * VEC + k] = 0.0f;
             }
         }
-        #pragma unroll
-        for (int c = 0; c < CHUNKS; c++) {
-            const int pos = chunk_pos(c, lane);
-            if (straddles(pos, lo, hi)) {
-                #pragma unroll
-                for (int k = 0; k < VEC; k++)
-                    if (inside(pos + k, lo, hi)) v[c * VEC + k] = LOAD(p, pos + k - a);
-            }
-        }
+        load_straddling(p, a, lane, lo, hi, v);
         return;
     }
     #pragma unroll
@@ -434,7 +444,7 @@ static inline void hold_row(__global const elem_t *x, long x_rs, long x_cs, int 
 }
 
 /* The values of held row `row`: words unpacked, and the chunks straddling an end of the row
-   (never held) loaded now, as load_span's second pass. */
+   (never held) loaded now. */
 static inline void take_row(__global const elem_t *x, long x_rs, int a, int n, int lane, long row,
                             long m, const __private held_t *h, __private float *v)
 {
@@ -442,15 +452,8 @@ static inline void take_row(__global const elem_t *x, long x_rs, int a, int n, i
     const int hi = row < m ? a + n : 0;
     __global const elem_t *p = x + (row < m ? row : 0) * x_rs;
     #pragma unroll
-    for (int c = 0; c < CHUNKS; c++) {
-        const int pos = chunk_pos(c, lane);
-        unpack_vec(h[c], v + c * VEC);
-        if (straddles(pos, a, hi)) {
-            #pragma unroll
-            for (int k = 0; k < VEC; k++)
-                if (inside(pos + k, a, hi)) v[c * VEC + k] = LOAD(p, pos + k - a);
-        }
-    }
+    for (int c = 0; c < CHUNKS; c++) unpack_vec(h[c], v + c * VEC);
+    load_straddling(p, a, lane, a, hi, v);
 #else
     (void)x, (void)x_rs, (void)a, (void)n, (void)lane, (void)row, (void)m;
     #pragma unroll
