@@ -2,8 +2,9 @@
    tests/ref/attention.c: causal and not; Lq != Lk both ways; lengths 1, 69 (the tutorial's
    masked case), 128 and off every block size; each head dim; grouped-query ratios 1, 2 and 8;
    each dtype; permuted, padded and strided views in and out; the scale option; tile
-   configurations read from the tuned-config cache, and the tuner that fills it; empty shapes. Finite differences check
-   the reference gradient itself, and bad input is rejected before anything is written.
+   configurations read from the tuned-config cache, and the tuner that fills it; empty shapes.
+   Finite differences check the reference gradient itself, and bad input is rejected before
+   anything is written.
 
    Fully masked rows cannot occur: causal masking is top-left aligned, so query i always sees
    key 0 whenever Lk >= 1. The only rows with no key are those of Lk = 0 (o = 0, lse = -inf).
@@ -409,20 +410,28 @@ START_TEST(options)
 }
 END_TEST
 
+/* The tuned-config key of an f32 attention pass: layout "fwd" or "bwd", ".causal" when
+   masked; shape Lq, Lk, D, B x Hq (host/ops/attention.c). */
+static clkit_tune_key f32_key(const char *pass, int causal, int64_t lq, int64_t lk, int64_t d,
+                              int64_t bh)
+{
+    clkit_tune_key key;
+    memset(&key, 0, sizeof key);
+    snprintf(key.op, sizeof key.op, "attention");
+    snprintf(key.dtype, sizeof key.dtype, "f32");
+    snprintf(key.layout, sizeof key.layout, "%s%s", pass, causal ? ".causal" : "");
+    key.shape[0] = lq, key.shape[1] = lk, key.shape[2] = d, key.shape[3] = bh;
+    key.nshape = 4;
+    return key;
+}
+
 /* Stores cfg as the tuned entry of every attention layout for f32 at head dim 32. */
 static void store_tiles(clkit_context *ctx, const char *cfg)
 {
-    static const char *layouts[] = {"fwd", "fwd.causal", "bwd", "bwd.causal"};
     clkit_config c;
     ck_assert_int_eq(clkit_config_parse(cfg, &c), 0);
     for (int i = 0; i < 4; i++) {
-        clkit_tune_key key;
-        memset(&key, 0, sizeof key);
-        snprintf(key.op, sizeof key.op, "attention");
-        snprintf(key.dtype, sizeof key.dtype, "f32");
-        snprintf(key.layout, sizeof key.layout, "%s", layouts[i]);
-        key.shape[0] = 64, key.shape[1] = 64, key.shape[2] = 32, key.shape[3] = 4;
-        key.nshape = 4;
+        clkit_tune_key key = f32_key(i < 2 ? "fwd" : "bwd", i % 2, 64, 64, 32, 4);
         ck_assert_int_eq(clkit_cache_store(ctx, &key, &c, 1.0), CLKIT_OK);
     }
 }
@@ -457,13 +466,7 @@ END_TEST
 /* Whether the cache holds an exact f32 entry for the pass (fwd/bwd, causal) of case c. */
 static int tuned_entry(clkit_context *ctx, const acase *c, const char *pass)
 {
-    clkit_tune_key key;
-    memset(&key, 0, sizeof key);
-    snprintf(key.op, sizeof key.op, "attention");
-    snprintf(key.dtype, sizeof key.dtype, "f32");
-    snprintf(key.layout, sizeof key.layout, "%s%s", pass, c->causal ? ".causal" : "");
-    key.shape[0] = c->lq, key.shape[1] = c->lk, key.shape[2] = c->d, key.shape[3] = c->b * c->hq;
-    key.nshape = 4;
+    clkit_tune_key key = f32_key(pass, c->causal, c->lq, c->lk, c->d, c->b * c->hq);
     clkit_config cfg;
     return clkit_cache_lookup(ctx, &key, &cfg) == CLKIT_LOOKUP_EXACT;
 }
