@@ -465,39 +465,76 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_bwd_dkdv(
 #endif /* THREAD_M */
 
 #if defined(WARPS)
-/* FlashAttention-2 on NVIDIA tensor cores (sm_80+; f16 or bf16 storage, f32 accumulation).
+/* FlashAttention-2 on NVIDIA tensor cores (sm_80+; f16 or bf16 storage, f32 accumulation;
+   f32 storage through 3xTF32, below).
 
    A work-group of WARPS warps holds BLOCK_M rows (queries in the forward and dQ kernels, keys
    in the dK/dV kernel), each warp 16 * FRAG_M of them as mma A fragments resident in
    registers, and streams the other side BLOCK_N rows at a time through local memory by
-   cp.async. Every product is an m16n8k16 mma whose operands come from ldmatrix: the held rows
-   times the streamed rows transposed (S = q k^T, dP = dO v^T and their transposes) reads the
-   streamed rows as they are, and a product over the streamed rows (P V, dS K, P^T dO, dS^T q)
-   reads them through ldmatrix.trans. Scores never touch local memory: the online softmax works
+   cp.async. Every product is an m16n8k16 mma (m16n8k8 TF32 for f32) whose operands come from
+   ldmatrix: the held rows times the streamed rows transposed (S = q k^T, dP = dO v^T and their
+   transposes) reads the streamed rows as they are, and a product over the streamed rows (P V,
+   dS K, P^T dO, dS^T q) reads them through ldmatrix.trans (f32: 4-byte reads). Scores never touch local memory: the online softmax works
    on the accumulators (a row lives in the four lanes of a quad, reduced by shuffles), and P or
    dS goes from the accumulators straight into the A fragments of the next product, rounded to
-   the storage dtype as FlashAttention does. Exponentials use the hardware's ex2.approx
+   a 16-bit storage dtype as FlashAttention does (f32 keeps them f32). Exponentials use the hardware's ex2.approx
    (nv_exp2), as FlashAttention's do.
 
    The forward overlaps its copies as FlashAttention-2 does, with one K and one V buffer: V of
    key block j lands while the warps compute its scores, K of block j + 1 while they compute
    P V. The backward kernels double-buffer both streamed tiles. The host proves that q, k, v
-   (and dO) have a contiguous head dimension and 8-element-aligned strides and offsets. */
+   (and dO) have a contiguous head dimension and 16-byte-aligned strides and offsets. */
 #include "nv_mma.h"
 
 #define MMA_WG (WARPS * 32)
 #define FRAG_M (BLOCK_M / WARPS / 16)
-#define DCH (HEAD_DIM / 8)  /* 16-byte chunks of a row */
-#define DK (HEAD_DIM / 16)  /* mma steps over the head dimension */
-#define DF (HEAD_DIM / 8)   /* accumulator tiles across the head dimension */
-#define NF (BLOCK_N / 8)    /* accumulator tiles across the streamed rows */
-#define TILE_BYTES(rows) ((rows) * HEAD_DIM * 2)
+#if defined(DTYPE_F32)
+#define ESIZE 4             /* bytes an element */
+#define KSTEP 8             /* head dims an mma step (m16n8k8) */
+typedef uint raw_t;
+#else
+#define ESIZE 2
+#define KSTEP 16            /* m16n8k16 */
+typedef ushort raw_t;
+#endif
+#define CHUNK (16 / ESIZE)        /* elements a 16-byte chunk; an mma step covers two */
+#define DCH (HEAD_DIM / CHUNK)    /* 16-byte chunks of a row */
+#define DK (HEAD_DIM / KSTEP)     /* mma steps over the head dimension */
+#define DF (HEAD_DIM / 8)         /* accumulator tiles across the head dimension */
+#define NF (BLOCK_N / 8)          /* accumulator tiles across the streamed rows */
+#define TILE_BYTES(rows) ((rows) * HEAD_DIM * ESIZE)
+#if defined(DTYPE_F32)
+/* f32 as 3xTF32 (CUTLASS's "fast f32", which torch's f32 attention runs on these GPUs): each
+   operand x splits into big = tf32(x) and small = tf32(x - big), and a b is taken as
+   a_small b_big + a_big b_small + a_big b_big, the small terms first. What is dropped
+   (a_small b_small and the rounding of the small parts) is about 2^-22 of each product, near
+   f32's own rounding, for three mma where f16 takes one. */
+INLINE uint tf32_pinned(uint x)
+{
+    uint r;
+    __asm__ volatile("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(as_float(x)));
+    return r;
+}
+INLINE void split(uint *big, uint *small, const uint *x, int n)
+{
+    for (int i = 0; i < n; i++)
+        big[i] = tf32_pinned(x[i]), small[i] = nv_tf32(as_uint(as_float(x[i]) - as_float(big[i])));
+}
+#define MMA3(d, ab, as, bb, bs) (nv_mma_tf32(d, as, bb), nv_mma_tf32(d, ab, bs), nv_mma_tf32(d, ab, bb))
+#else
+/* 16-bit operands go to the mma as they are: split only copies, and MMA3 is one mma. */
+INLINE void split(uint *big, uint *small, const uint *x, int n)
+{
+    for (int i = 0; i < n; i++) big[i] = x[i], small[i] = 0;
+}
 #if defined(DTYPE_BF16)
 #define MMA nv_mma_bf16
 #define PACK nv_pack_bf16x2
 #else
 #define MMA nv_mma_f16
 #define PACK nv_pack_f16x2
+#endif
+#define MMA3(d, ab, as, bb, bs) MMA(d, ab, bb)
 #endif
 
 typedef float held_acc[FRAG_M][DF][4];  /* rows held x head dimension */
@@ -506,12 +543,12 @@ typedef uint held_frags[FRAG_M][DK][4];
 
 /* rows x HEAD_DIM elements from src (row r at src + r * row_stride) into a swizzled tile;
    rows from `valid` on are zero-filled without reading. */
-INLINE void copy_rows(__local uchar *tile, __global const ushort *src, long row_stride, int rows,
+INLINE void copy_rows(__local uchar *tile, __global const raw_t *src, long row_stride, int rows,
                       int valid, int tid)
 {
     for (int e = tid; e < rows * DCH; e += MMA_WG) {
         int r = e / DCH, c = e % DCH, ok = r < valid;
-        nv_cp_async16(tile + nv_swizzle(r, c, DCH), src + (ok ? r * row_stride + c * 8 : 0), ok ? 16u : 0u);
+        nv_cp_async16(tile + nv_swizzle(r, c, DCH), src + (ok ? r * row_stride + c * CHUNK : 0), ok ? 16u : 0u);
     }
 }
 
@@ -526,7 +563,9 @@ INLINE void load_held(held_frags f, __local const uchar *tile, int wm, int lane)
             nv_ldmatrix_x4(f[i][kd], tile + nv_swizzle(wm + i * 16 + (q % 2) * 8 + r, kd * 2 + q / 2, DCH));
 }
 
-/* s = held rows x (streamed rows in tile)^T, reducing over the head dimension. */
+/* s = held rows x (streamed rows in tile)^T, reducing over the head dimension. An mma step
+   is two 16-byte chunks of a row in either dtype, so ldmatrix serves both: a 32-bit lane of
+   an 8 x 8 b16 matrix is one f32 element, just where the m16n8k8 fragment wants it. */
 INLINE void product_t(score_acc s, const held_frags a, __local const uchar *tile, int lane)
 {
     int q = lane / 8, r = lane % 8;
@@ -535,19 +574,54 @@ INLINE void product_t(score_acc s, const held_frags a, __local const uchar *tile
         #pragma unroll
         for (int j = 0; j < NF; j++) s[i][j][0] = s[i][j][1] = s[i][j][2] = s[i][j][3] = 0.0f;
     #pragma unroll
-    for (int kd = 0; kd < DK; kd++)
+    for (int kd = 0; kd < DK; kd++) {
+        uint ab[FRAG_M][4], as[FRAG_M][4];
+        #pragma unroll
+        for (int i = 0; i < FRAG_M; i++) split(ab[i], as[i], a[i][kd], 4);
         #pragma unroll
         for (int j = 0; j < NF; j += 2) {
-            uint f[4];
+            uint f[4], fb[4], fs[4];
             nv_ldmatrix_x4(f, tile + nv_swizzle(j * 8 + (q / 2) * 8 + r, kd * 2 + q % 2, DCH));
+            split(fb, fs, f, 4);
             #pragma unroll
             for (int i = 0; i < FRAG_M; i++) {
-                MMA(s[i][j], a[i][kd], f);
-                MMA(s[i][j + 1], a[i][kd], f + 2);
+                MMA3(s[i][j], ab[i], as[i], fb, fs);
+                MMA3(s[i][j + 1], ab[i], as[i], fb + 2, fs + 2);
             }
         }
+    }
 }
 
+#if defined(DTYPE_F32)
+/* acc += p x (streamed rows in tile), reducing over the streamed rows, 8 a step: p's
+   accumulator tile kk becomes the A fragment with the step's k order permuted (k t is row
+   2t, k t + 4 is row 2t + 1), so no value moves between lanes; the B values, a column of
+   the streamed rows that ldmatrix cannot transpose at 32 bits, come by one 4-byte read each
+   (rows 2t and 2t + 1 of the swizzled tile fall in distinct banks). */
+INLINE void product_n(held_acc acc, const score_acc p, __local const uchar *tile, int lane)
+{
+    int g = lane / 4, t = lane % 4;
+    #pragma unroll
+    for (int kk = 0; kk < NF; kk++) {
+        uint ab[FRAG_M][4], as[FRAG_M][4];
+        #pragma unroll
+        for (int i = 0; i < FRAG_M; i++) {
+            uint a[4] = {as_uint(p[i][kk][0]), as_uint(p[i][kk][2]), as_uint(p[i][kk][1]), as_uint(p[i][kk][3])};
+            split(ab[i], as[i], a, 4);
+        }
+        #pragma unroll
+        for (int dj = 0; dj < DF; dj++) {
+            int c = dj * 2 + g / 4, w = (g % 4) * 4;
+            uint f[2], fb[2], fs[2];
+            f[0] = *(__local const uint *)(tile + nv_swizzle(kk * 8 + 2 * t, c, DCH) + w);
+            f[1] = *(__local const uint *)(tile + nv_swizzle(kk * 8 + 2 * t + 1, c, DCH) + w);
+            split(fb, fs, f, 2);
+            #pragma unroll
+            for (int i = 0; i < FRAG_M; i++) MMA3(acc[i][dj], ab[i], as[i], fb, fs);
+        }
+    }
+}
+#else
 /* acc += p x (streamed rows in tile), reducing over the streamed rows: p's accumulators
    become A fragments (tiles 2kk and 2kk + 1 are the 16 columns of step kk). */
 INLINE void product_n(held_acc acc, const score_acc p, __local const uchar *tile, int lane)
@@ -575,6 +649,7 @@ INLINE void product_n(held_acc acc, const score_acc p, __local const uchar *tile
         }
     }
 }
+#endif
 
 /* Accumulator element e of tile (i, j): held row row0 + 16 i + 8 (e / 2), streamed row
    col0 + 8 j + e % 2, where row0 and col0 are the lane's. Sets to -inf the scores at or past
@@ -663,9 +738,9 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_mma(
     int bh = get_group_id(1), b = bh / Hq, h = bh % Hq, m0 = query_block_start(Lq, causal);
     int rows = min(BLOCK_M, Lq - m0), n_end = causal ? min(Lk, m0 + rows) : Lk;
     int row0 = m0 + wm + lane / 4, col_lane = 2 * (lane % 4);
-    __global const ushort *kg = (__global const ushort *)(k + HEAD(k, b, h / group));
-    __global const ushort *vg = (__global const ushort *)(v + HEAD(v, b, h / group));
-    copy_rows(qs, (__global const ushort *)(q + HEAD(q, b, h) + m0 * q_st.s2), q_st.s2, BLOCK_M, rows, tid);
+    __global const raw_t *kg = (__global const raw_t *)(k + HEAD(k, b, h / group));
+    __global const raw_t *vg = (__global const raw_t *)(v + HEAD(v, b, h / group));
+    copy_rows(qs, (__global const raw_t *)(q + HEAD(q, b, h) + m0 * q_st.s2), q_st.s2, BLOCK_M, rows, tid);
     nv_cp_async_commit();
     NV_CP_ASYNC_WAIT(0);
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -738,8 +813,8 @@ INLINE void probabilities(score_acc s, score_acc dp, float scale2, const float r
 
 /* The backward's two held tiles (BLOCK_M rows of a and of b, rows from `rows` on zero) into
    fragments, through local memory at base, which is free again on return. */
-INLINE void hold_pair(held_frags fa, held_frags fb, __local uchar *base, __global const ushort *a,
-                      long a_rs, __global const ushort *b, long b_rs, int rows, int tid, int wm,
+INLINE void hold_pair(held_frags fa, held_frags fb, __local uchar *base, __global const raw_t *a,
+                      long a_rs, __global const raw_t *b, long b_rs, int rows, int tid, int wm,
                       int lane)
 {
     copy_rows(base, a, a_rs, BLOCK_M, rows, tid);
@@ -766,8 +841,8 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dq_mm
     int bh = get_group_id(1), b = bh / Hq, h = bh % Hq, m0 = query_block_start(Lq, causal);
     int rows = min(BLOCK_M, Lq - m0), n_end = causal ? min(Lk, m0 + rows) : Lk;
     int row0 = m0 + wm + lane / 4, col_lane = 2 * (lane % 4);
-    __global const ushort *kg = (__global const ushort *)(k + HEAD(k, b, h / group));
-    __global const ushort *vg = (__global const ushort *)(v + HEAD(v, b, h / group));
+    __global const raw_t *kg = (__global const raw_t *)(k + HEAD(k, b, h / group));
+    __global const raw_t *vg = (__global const raw_t *)(v + HEAD(v, b, h / group));
     float rl[FRAG_M][2], rd[FRAG_M][2], cz[NF][2];
     #pragma unroll
     for (int j = 0; j < NF; j++) cz[j][0] = cz[j][1] = 0.0f;
@@ -780,8 +855,8 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dq_mm
             rd[i][hh] = ok ? delta[(long)bh * Lq + r] : 0.0f;
         }
     held_frags qf, df;
-    hold_pair(qf, df, base, (__global const ushort *)(q + HEAD(q, b, h) + m0 * q_st.s2), q_st.s2,
-              (__global const ushort *)(dout + HEAD(dout, b, h) + m0 * dout_st.s2), dout_st.s2, rows,
+    hold_pair(qf, df, base, (__global const raw_t *)(q + HEAD(q, b, h) + m0 * q_st.s2), q_st.s2,
+              (__global const raw_t *)(dout + HEAD(dout, b, h) + m0 * dout_st.s2), dout_st.s2, rows,
               tid, wm, lane);
 
     held_acc acc;
@@ -828,9 +903,9 @@ INLINE void copy_query_block(__local uchar *slot, __global const elem_t *q, long
                              int b, int h, int n0, int Lq, int tid)
 {
     int queries = min(BLOCK_N, Lq - n0);
-    copy_rows(slot, (__global const ushort *)(q + HEAD(q, b, h) + n0 * q_st.s2), q_st.s2, BLOCK_N,
+    copy_rows(slot, (__global const raw_t *)(q + HEAD(q, b, h) + n0 * q_st.s2), q_st.s2, BLOCK_N,
               queries, tid);
-    copy_rows(slot + TILE_BYTES(BLOCK_N), (__global const ushort *)(dout + HEAD(dout, b, h) + n0 * dout_st.s2),
+    copy_rows(slot + TILE_BYTES(BLOCK_N), (__global const raw_t *)(dout + HEAD(dout, b, h) + n0 * dout_st.s2),
               dout_st.s2, BLOCK_N, queries, tid);
     __local float *stats = (__local float *)(slot + 2 * TILE_BYTES(BLOCK_N));
     for (int c = tid; c < 2 * BLOCK_N; c += MMA_WG) {
@@ -852,8 +927,8 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dkdv_
     int m0 = get_group_id(0) * BLOCK_M, rows = min(BLOCK_M, Lk - m0);
     int row0 = m0 + wm + lane / 4, col_lane = 2 * (lane % 4);
     held_frags kf, vf;
-    hold_pair(kf, vf, base, (__global const ushort *)(k + HEAD(k, b, g) + m0 * k_st.s2), k_st.s2,
-              (__global const ushort *)(v + HEAD(v, b, g) + m0 * v_st.s2), v_st.s2, rows, tid, wm, lane);
+    hold_pair(kf, vf, base, (__global const raw_t *)(k + HEAD(k, b, g) + m0 * k_st.s2), k_st.s2,
+              (__global const raw_t *)(v + HEAD(v, b, g) + m0 * v_st.s2), v_st.s2, rows, tid, wm, lane);
 
     /* With causal, queries before the first key see none of the block. */
     int n_start = causal ? m0 / BLOCK_N * BLOCK_N : 0;

@@ -4,8 +4,9 @@
 # ptxas for sm_80 and sm_90. Catches a broken fast path without a GPU: PTX syntax, operand
 # constraints, registers and spills (printed per kernel). The configurations are the
 # tensor-core tiles of host/ops/matmul.c (its mma_shapes table in both 16-bit dtypes, its
-# tf32_shapes table with f32 operands) in every operand layout, and those of host/ops/attention.c (mma_fwd, mma_dkdv, mma_dq) for each
-# head dim whose tiles fit 48 KiB of local memory, in both dtypes (sm_90). Prints "nvptx-compile: N passed,
+# tf32_shapes table with f32 operands) in every operand layout, and those of host/ops/attention.c
+# (mma_fwd, mma_dkdv, mma_dq in both 16-bit dtypes; their _f32 tables in f32) for each head dim
+# they serve whose tiles fit 48 KiB of local memory (sm_90). Prints "nvptx-compile: N passed,
 # M failed"; exits nonzero on any failure.
 # Usage: tests/compile_nvptx.sh [CLANG=clang-19]
 set -u
@@ -74,20 +75,24 @@ matmul() {
 }
 matmul mma_shapes F16
 matmul tf32_shapes F32
-# attention TABLE: each tile (BLOCK_M, BLOCK_N, WARPS) of host/ops/attention.c's table
-# mma_TABLE for every head dim where its program's local memory (cl/attention.cl: the held
-# tiles, or the streamed stages with dK/dV's lse and delta) fits 48 KiB
+# attention TABLE DTYPES...: each tile (BLOCK_M, BLOCK_N, WARPS, largest head dim or 0) of
+# host/ops/attention.c's table mma_TABLE for every head dim it serves whose program's local
+# memory (cl/attention.cl: the held tiles, or the streamed stages with dK/dV's lse and delta)
+# fits 48 KiB, in each dtype (sm_90)
 attention() {
-  local kind=$1 tiles bytes
-  tiles=$(table "$root/host/ops/attention.c" "mma_$kind")
-  [ -n "$tiles" ] || { echo "no mma_$kind table in host/ops/attention.c"; fail=$((fail + 1)); }
+  local table=$1 kind=${1%_f32} tiles bytes es
+  shift
+  tiles=$(table "$root/host/ops/attention.c" "mma_$table")
+  [ -n "$tiles" ] || { echo "no mma_$table table in host/ops/attention.c"; fail=$((fail + 1)); }
   for t in $tiles; do
-    IFS=, read -r bm bn w <<<"$t"
+    IFS=, read -r bm bn w maxd <<<"$t"
     for d in 16 32 64 128; do
-      if [ "$kind" = fwd ]; then bytes=$(((bm > 2 * bn ? bm : 2 * bn) * d * 2))
-      else bytes=$((4 * bm * d > 8 * bn * d + 16 * bn ? 4 * bm * d : 8 * bn * d + 16 * bn)); fi
-      [ "$bytes" -le 49152 ] || continue
-      for dt in F16 BF16; do
+      [ "$maxd" = 0 ] || [ "$d" -le "$maxd" ] || continue
+      for dt in "$@"; do
+        es=$([ "$dt" = F32 ] && echo 4 || echo 2)
+        if [ "$kind" = fwd ]; then bytes=$(((bm > 2 * bn ? bm : 2 * bn) * d * es))
+        else bytes=$((2 * bm * d * es > 4 * bn * d * es + 16 * bn ? 2 * bm * d * es : 4 * bn * d * es + 16 * bn)); fi
+        [ "$bytes" -le 49152 ] || continue
         build "attention $kind ${bm}x${bn} w$w d$d $dt" 90 attention.cl -D "DTYPE_$dt" \
           -D "ATTN_$([ "$kind" = fwd ] && echo FWD || echo BWD)" -D HEAD_DIM="$d" \
           -D BLOCK_M="$bm" -D BLOCK_N="$bn" -D WARPS="$w"
@@ -95,8 +100,11 @@ attention() {
     done
   done
 }
-attention fwd
-attention dkdv
-attention dq
+attention fwd F16 BF16
+attention dkdv F16 BF16
+attention dq F16 BF16
+attention fwd_f32 F32
+attention dkdv_f32 F32
+attention dq_f32 F32
 echo "nvptx-compile: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

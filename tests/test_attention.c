@@ -214,13 +214,20 @@ static void check_backward(clkit_context *ctx, const acase *c, const host_data *
     drop(&dout), drop(&dq), drop(&dk), drop(&dv);
 }
 
-/* Whether this case may run on the tensor cores (the host decides by layout too; the wider
-   tolerance then applies to every f16/bf16 case of such a device). */
-static int tensor_cores(clkit_context *ctx, clkit_dtype dt)
+/* Whether the device has the tensor-core kernels (the host decides by layout too). */
+static int has_tensor_cores(clkit_context *ctx)
 {
     struct clkit_device_props p;
     TU_CHECK(clkit_device_props(ctx, &p));
-    return p.tensor_cores && dt != CLKIT_F32;
+    return p.tensor_cores;
+}
+
+/* Whether P and dS may be rounded to the storage dtype: f16/bf16 on the tensor cores (the
+   wider tolerance then applies to every f16/bf16 case of such a device). f32 runs there as
+   3xTF32, which keeps them f32. */
+static int tensor_cores(clkit_context *ctx, clkit_dtype dt)
+{
+    return has_tensor_cores(ctx) && dt != CLKIT_F32;
 }
 
 /* Forward (and, unless no_lse, backward) of one case against the reference. */
@@ -341,17 +348,19 @@ START_TEST(dtypes)
 }
 END_TEST
 
-/* The tensor-core kernels' shapes in f16 and bf16: every head dim they take (128 and 256 fall
-   back to the portable backward), lengths at and off their 32-, 64- and 128-row blocks, grouped
-   queries, aligned (B, L, H, D)-ordered inputs (the fast path), unaligned ones and a strided
-   head dimension (the portable path on the same device). Devices without tensor cores run one case a dtype. */
+/* The tensor-core kernels' shapes in f16, bf16 and f32 (3xTF32, with CLKIT_ATTENTION_TF32X3=1;
+   else the portable kernels): every head dim they take
+   (f32 at 128 falls back to the portable backward), lengths at and off their 16-, 32-, 64- and
+   128-row blocks, grouped queries, aligned (B, L, H, D)-ordered inputs (the fast path),
+   unaligned ones and a strided head dimension (the portable path on the same device). Devices
+   without tensor cores run one case a dtype. */
 START_TEST(tensor_core_shapes)
 {
     clkit_context *ctx = tu_ctx();
-    static const clkit_dtype dts[] = {CLKIT_F16, CLKIT_BF16};
+    static const clkit_dtype dts[] = {CLKIT_F16, CLKIT_BF16, CLKIT_F32};
     static const int64_t dims[] = {16, 32, 64, 128}, lens[][2] = {{130, 130}, {64, 65}, {17, 200}, {200, 17}};
-    for (size_t i = 0; i < 2; i++) {
-        int full = tensor_cores(ctx, dts[i]);
+    int full = has_tensor_cores(ctx);
+    for (size_t i = 0; i < 3; i++) {
         for (size_t d = 0; d < (full ? 4 : 1); d++)
             for (size_t l = 0; l < (full ? 4 : 1); l++) {
                 acase c = basic(dts[i], dims[d], lens[l][0], lens[l][1], (int)(l % 2));

@@ -1,6 +1,6 @@
 /* clkit_attention_forward / _backward: validation, the choice of path and tiles and the
-   launches. f16/bf16 on NVIDIA sm_80+ take the tensor-core kernels when q, k, v (and dO) suit
-   cp.async; otherwise the portable kernels run with a tuned entry from the cache, else a
+   launches. On NVIDIA sm_80+ the tensor-core kernels run (f16/bf16, and f32 as 3xTF32 when
+   CLKIT_ATTENTION_TF32X3=1) when q, k, v (and dO) suit cp.async; otherwise the portable kernels run with a tuned entry from the cache, else a
    heuristic from the device's local memory and work-group limits (a tile whose built kernel
    does not fit gives way to the next smaller one). */
 #include "../tune.h"
@@ -348,50 +348,63 @@ static clkit_status pick_kernels(clkit_context *ctx, const problem *p, int bwd, 
 /* ---- tensor cores ---- */
 
 /* Rows held (BLOCK_M), rows streamed (BLOCK_N) and warps of one of cl/attention.cl's mma
-   kernels. */
+   kernels, and the largest head dim it serves (0: any). */
 typedef struct mma_tiles {
-    int bm, bn, warps;
+    int bm, bn, warps, max_d;
 } mma_tiles;
 
 enum { MMA_FWD, MMA_DKDV, MMA_DQ };
 
 /* Fastest first (H100, causal, D 64 and 128), each kernel its own: each warp holds 16 or 32
    rows. */
-static const mma_tiles mma_fwd[] = {{128, 64, 4}, {64, 64, 4}, {64, 32, 4}};
-static const mma_tiles mma_dkdv[] = {{64, 32, 4}, {64, 16, 4}, {32, 16, 2}};
-static const mma_tiles mma_dq[] = {{128, 32, 4}, {64, 32, 4}, {64, 16, 4}};
+static const mma_tiles mma_fwd[] = {{128, 64, 4, 0}, {64, 64, 4, 0}, {64, 32, 4, 0}};
+static const mma_tiles mma_dkdv[] = {{64, 32, 4, 0}, {64, 16, 4, 0}, {32, 16, 2, 0}};
+static const mma_tiles mma_dq[] = {{128, 32, 4, 0}, {64, 32, 4, 0}, {64, 16, 4, 0}};
+/* f32 (3xTF32) holds twice the fragment registers and splits every operand: only these
+   tiles assemble without spilling (ptxas, sm_80 and sm_90; tests/compile_nvptx.sh), by head
+   dim. The backward takes none at D 128, where dK and dV alone fill 128 registers. */
+static const mma_tiles mma_fwd_f32[] = {{64, 32, 4, 64}, {64, 16, 4, 128}};
+static const mma_tiles mma_dkdv_f32[] = {{64, 32, 4, 32}, {64, 16, 4, 64}};
+static const mma_tiles mma_dq_f32[] = {{64, 32, 4, 64}};
 
 /* Registers a lane keeps in fragments and accumulators (each FRAG_M = bm / warps / 16 rows
-   of 16): held A fragments (d / 4 each), head-dimension accumulators (d / 2 each) and score
-   accumulators (bn / 2 each). Beyond MMA_REGISTERS ptxas spills (sm_80 and sm_90). */
+   of 16): held A fragments (d / 4 each for 16-bit elements, d / 2 for f32), head-dimension
+   accumulators (d / 2 each) and score accumulators (bn / 2 each). Beyond MMA_REGISTERS ptxas
+   spills (sm_80 and sm_90). */
 #define MMA_REGISTERS 208
 
-static int mma_registers(const mma_tiles *t, int d, int kernel)
+static int mma_registers(const mma_tiles *t, int d, size_t es, int kernel)
 {
-    int frag_m = t->bm / t->warps / 16, held = d / 4, out = d / 2, scores = t->bn / 2;
+    int frag_m = t->bm / t->warps / 16, held = d * (int)es / 8, out = d / 2, scores = t->bn / 2;
     if (kernel == MMA_FWD) return frag_m * (held + out + scores);
     return frag_m * (2 * held + (kernel == MMA_DKDV ? 2 : 1) * out + 2 * scores);
 }
 
 /* Local memory, bytes: the forward's q tile or its K and V; the backward's two held tiles, or
    two stages of two streamed tiles (with their rows' lse and delta for dK/dV). */
-static uint64_t mma_local(const mma_tiles *t, int d, int kernel)
+static uint64_t mma_local(const mma_tiles *t, int d, size_t es, int kernel)
 {
-    uint64_t row = (uint64_t)d * 2, bm = (uint64_t)t->bm, bn = (uint64_t)t->bn;
+    uint64_t row = (uint64_t)d * es, bm = (uint64_t)t->bm, bn = (uint64_t)t->bn;
     if (kernel == MMA_FWD) return (bm > 2 * bn ? bm : 2 * bn) * row;
     uint64_t stages = 2 * (2 * bn * row + (kernel == MMA_DKDV ? 8 * bn : 0));
     return 2 * bm * row > stages ? 2 * bm * row : stages;
 }
 
-/* The first legal tile of the kernel's list for head dim d; 0 when none is. */
-static int mma_pick(const struct clkit_device_props *dp, int d, int kernel, mma_tiles *out)
+/* The first legal tile of the kernel's list (by element size) for head dim d; 0 when none is. */
+static int mma_pick(const struct clkit_device_props *dp, int d, size_t es, int kernel, mma_tiles *out)
 {
-    const mma_tiles *list = kernel == MMA_FWD ? mma_fwd : kernel == MMA_DKDV ? mma_dkdv : mma_dq;
-    int len = kernel == MMA_FWD ? NTILES(mma_fwd) : kernel == MMA_DKDV ? NTILES(mma_dkdv) : NTILES(mma_dq);
-    for (int i = 0; i < len; i++) {
-        const mma_tiles *t = &list[i];
+    static const struct {
+        const mma_tiles *tiles;
+        int n;
+    } lists[2][3] = {{{mma_fwd, NTILES(mma_fwd)}, {mma_dkdv, NTILES(mma_dkdv)}, {mma_dq, NTILES(mma_dq)}},
+                     {{mma_fwd_f32, NTILES(mma_fwd_f32)}, {mma_dkdv_f32, NTILES(mma_dkdv_f32)},
+                      {mma_dq_f32, NTILES(mma_dq_f32)}}};
+    int f32 = es == 4;
+    for (int i = 0; i < lists[f32][kernel].n; i++) {
+        const mma_tiles *t = &lists[f32][kernel].tiles[i];
         if (t->bm % (16 * t->warps) == 0 && (size_t)(t->warps * 32) <= dp->max_work_group &&
-            mma_local(t, d, kernel) <= dp->local_mem && mma_registers(t, d, kernel) <= MMA_REGISTERS) {
+            (t->max_d == 0 || d <= t->max_d) && mma_local(t, d, es, kernel) <= dp->local_mem &&
+            mma_registers(t, d, es, kernel) <= MMA_REGISTERS) {
             *out = *t;
             return 1;
         }
@@ -399,15 +412,23 @@ static int mma_pick(const struct clkit_device_props *dp, int d, int kernel, mma_
     return 0;
 }
 
-/* cp.async moves 16-byte chunks of 8 elements along the head dimension: it must be
-   contiguous, and every other stride and the offset must keep chunks 16-byte aligned. */
+/* cp.async moves 16-byte chunks along the head dimension: it must be contiguous, and every
+   other stride and the offset must keep chunks 16-byte aligned. */
 static int mma_view(const clkit_tensor *t)
 {
-    size_t es = clkit_dtype_size(t->dtype);
-    if (t->strides[3] != 1 || t->offset % (8 * es) != 0) return 0;
+    size_t es = clkit_dtype_size(t->dtype), chunk = 16 / es;
+    if (t->strides[3] != 1 || t->offset % 16 != 0) return 0;
     for (int i = 0; i < 3; i++)
-        if (t->shape[i] > 1 && t->strides[i] % 8 != 0) return 0;
+        if (t->shape[i] > 1 && t->strides[i] % (int64_t)chunk != 0) return 0;
     return 1;
+}
+
+/* f32 attention through 3xTF32 is assembled for sm_80/sm_90 and checked by the tests but has
+   not yet been run on a GPU: it stays opt-in (CLKIT_ATTENTION_TF32X3=1) until it has. */
+static int f32_on_tensor_cores(void)
+{
+    const char *e = getenv("CLKIT_ATTENTION_TF32X3");
+    return e && strcmp(e, "1") == 0;
 }
 
 /* Whether the problem and the device take the tensor-core kernels: then the tiles of each
@@ -416,12 +437,12 @@ static int mma_choice(const clkit_context *ctx, const problem *p, const clkit_te
                       int nin, const int *kinds, int n, mma_tiles *out)
 {
     if (!ctx->props.tensor_cores || ctx->fast_path_failed || p->force ||
-        (p->dtype != CLKIT_F16 && p->dtype != CLKIT_BF16))
+        (p->dtype == CLKIT_F32 && !f32_on_tensor_cores()))
         return 0;
     for (int i = 0; i < nin; i++)
         if (!mma_view(ins[i])) return 0;
     for (int i = 0; i < n; i++)
-        if (!mma_pick(&ctx->props, (int)p->d, kinds[i], &out[i])) return 0;
+        if (!mma_pick(&ctx->props, (int)p->d, clkit_dtype_size(p->dtype), kinds[i], &out[i])) return 0;
     return 1;
 }
 
