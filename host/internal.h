@@ -7,8 +7,26 @@
 
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 typedef struct clkit_program clkit_program;
+struct json_object;
+
+#define CLKIT_TUNED_RECENT 16
+
+/* tuned.json as the last lookup parsed it, with the identity of the file it came from, and
+   the answers of the most recent lookups into it (tune_cache.c). */
+typedef struct clkit_tuned_memo {
+    struct json_object *entries; /* NULL: nothing parsed yet */
+    long long ino, size, mtime_s, mtime_ns; /* ino -1: the file did not exist */
+    struct clkit_tuned_recent {
+        char op[32], dtype[32], layout[32];
+        int64_t shape[4];
+        int nshape, found; /* found: a clkit_lookup */
+        char config[512];
+    } recent[CLKIT_TUNED_RECENT];
+    int n_recent, next_recent;
+} clkit_tuned_memo;
 
 struct clkit_context {
     cl_platform_id platform;
@@ -24,6 +42,7 @@ struct clkit_context {
     cl_event first_event, last_event;
     uint64_t scratch_now, scratch_peak;  /* bytes of scratch buffers held by ops */
     bool fast_path_failed;    /* a tensor-core program failed to build: portable from now on */
+    clkit_tuned_memo tuned;   /* tune_cache.c's parsed tuned.json, reused while unchanged */
     char error[8192];
 };
 
@@ -51,6 +70,9 @@ char *clkit_kernel_source(const char *file);
 int clkit_mkdir_p(const char *dir);
 /* Default cache dir from the environment; caller frees; NULL when none can be derived. */
 char *clkit_default_cache_dir(void);
+
+/* ---- tuned configs (tune_cache.c) ---- */
+void clkit_tuned_release(clkit_context *ctx);
 
 /* ---- launching (launch.c) ---- */
 /* Sets kernel arguments from (size, pointer) pairs: clkit_set_args(ctx, k, 2, sizeof a, &a, ...). */

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
@@ -162,17 +163,53 @@ static double shape_distance(const int64_t *a, const int64_t *b, int n)
     return d;
 }
 
-clkit_lookup clkit_cache_lookup(clkit_context *ctx, const clkit_tune_key *key, clkit_config *out)
+/* The entries of tuned.json for a lookup. Every matmul and attention call looks up its
+   shape, and parsing the file costs about 2 us an entry, so the context keeps the parse while
+   the file's inode, size and modification time stay the same (writers rename a new file into
+   place: a new inode), and with it the answers of its recent lookups. A corrupt or
+   newer-format file warns once per version seen. */
+static json_object *memo_entries(clkit_context *ctx, const char *path)
 {
-    if (!ctx->cache_dir) return CLKIT_LOOKUP_NONE;
-    char path[4200], dev[400];
-    cache_path(ctx, path, sizeof path, "");
-    device_id(ctx, dev, sizeof dev);
-    json_object *entries;
-    file_state st = read_entries(path, &entries);
+    clkit_tuned_memo *m = &ctx->tuned;
+    long long id[4] = {-1, 0, 0, 0};
+    struct stat sb;
+    if (stat(path, &sb) == 0) {
+        id[0] = (long long)sb.st_ino, id[1] = (long long)sb.st_size;
+        id[2] = (long long)sb.st_mtim.tv_sec, id[3] = (long long)sb.st_mtim.tv_nsec;
+    }
+    if (m->entries && m->ino == id[0] && m->size == id[1] && m->mtime_s == id[2] && m->mtime_ns == id[3])
+        return m->entries;
+    clkit_tuned_release(ctx);
+    file_state st = read_entries(path, &m->entries);
     if (st == FILE_CORRUPT || st == FILE_NEWER)
         clkit_log(CLKIT_LOG_WARN, "ignoring %s tuned-config cache %s",
                   st == FILE_CORRUPT ? "corrupt" : "newer-format", path);
+    m->ino = id[0], m->size = id[1], m->mtime_s = id[2], m->mtime_ns = id[3];
+    return m->entries;
+}
+
+void clkit_tuned_release(clkit_context *ctx)
+{
+    json_object_put(ctx->tuned.entries);
+    memset(&ctx->tuned, 0, sizeof ctx->tuned);
+}
+
+static struct clkit_tuned_recent *recent_of(clkit_tuned_memo *m, const clkit_tune_key *key)
+{
+    for (int i = 0; i < m->n_recent; i++) {
+        struct clkit_tuned_recent *r = &m->recent[i];
+        if (r->nshape == key->nshape && !strcmp(r->op, key->op) && !strcmp(r->dtype, key->dtype) &&
+            !strcmp(r->layout, key->layout) &&
+            !memcmp(r->shape, key->shape, (size_t)key->nshape * sizeof *key->shape))
+            return r;
+    }
+    return NULL;
+}
+
+/* The config string of the entry nearest to key's shape (NULL: none) and whether it is exact. */
+static const char *nearest_entry(json_object *entries, const char *dev, const clkit_tune_key *key,
+                                 int *exact)
+{
     double best = INFINITY;
     const char *best_cfg = NULL;
     size_t n = json_object_array_length(entries);
@@ -187,11 +224,37 @@ clkit_lookup clkit_cache_lookup(clkit_context *ctx, const clkit_tune_key *key, c
             best_cfg = cfg;
         }
     }
-    clkit_lookup r = CLKIT_LOOKUP_NONE;
-    if (best_cfg && clkit_config_parse(best_cfg, out) == 0)
-        r = best == 0 ? CLKIT_LOOKUP_EXACT : CLKIT_LOOKUP_NEAREST;
-    json_object_put(entries);
-    return r;
+    *exact = best == 0;
+    return best_cfg;
+}
+
+clkit_lookup clkit_cache_lookup(clkit_context *ctx, const clkit_tune_key *key, clkit_config *out)
+{
+    if (!ctx->cache_dir || key->nshape < 0 || key->nshape > 4) return CLKIT_LOOKUP_NONE;
+    char path[4200], dev[400];
+    cache_path(ctx, path, sizeof path, "");
+    json_object *entries = memo_entries(ctx, path);
+    clkit_tuned_memo *m = &ctx->tuned;
+    struct clkit_tuned_recent *r = recent_of(m, key);
+    if (!r) {
+        int exact;
+        device_id(ctx, dev, sizeof dev);
+        const char *cfg = nearest_entry(entries, dev, key, &exact);
+        r = &m->recent[m->next_recent];
+        m->next_recent = (m->next_recent + 1) % CLKIT_TUNED_RECENT;
+        if (m->n_recent < CLKIT_TUNED_RECENT) m->n_recent++;
+        memset(r, 0, sizeof *r);
+        snprintf(r->op, sizeof r->op, "%s", key->op);
+        snprintf(r->dtype, sizeof r->dtype, "%s", key->dtype);
+        snprintf(r->layout, sizeof r->layout, "%s", key->layout);
+        memcpy(r->shape, key->shape, (size_t)key->nshape * sizeof *key->shape);
+        r->nshape = key->nshape;
+        r->found = cfg && snprintf(r->config, sizeof r->config, "%s", cfg) < (int)sizeof r->config
+                       ? (exact ? CLKIT_LOOKUP_EXACT : CLKIT_LOOKUP_NEAREST)
+                       : CLKIT_LOOKUP_NONE;
+    }
+    if (r->found == CLKIT_LOOKUP_NONE || clkit_config_parse(r->config, out) != 0) return CLKIT_LOOKUP_NONE;
+    return (clkit_lookup)r->found;
 }
 
 static json_object *new_entry(const char *dev, const clkit_tune_key *key, const clkit_config *cfg,

@@ -1,5 +1,6 @@
-/* The tuned-config cache: lookup fallbacks (exact, nearest, none), corrupt, truncated and
-   newer-format files, concurrent tuners, export and import. */
+/* The tuned-config cache: lookup fallbacks (exact, nearest, none), lookups that follow the
+   file's changes, corrupt, truncated and newer-format files, concurrent tuners, export and
+   import. */
 #define _GNU_SOURCE
 #include "tune.h"
 #include "util.h"
@@ -99,6 +100,41 @@ START_TEST(lookup_fallbacks)
     ck_assert_int_eq(clkit_cache_lookup(ctx, &k1, &got), CLKIT_LOOKUP_EXACT);
     ck_assert_int_eq(clkit_config_get(&got, "BLOCK_M", 0), 64);
     clkit_context_release(ctx);
+}
+END_TEST
+
+/* A context keeps the parsed file and its recent answers: they must follow every change to
+   the file, by another context (another process) as well as its own, and stay right for more
+   keys than it remembers. */
+START_TEST(lookups_follow_the_file)
+{
+    char *dir = fresh_dir();
+    clkit_context *a = ctx_in(dir), *b = ctx_in(dir);
+    clkit_config got, c1 = config(128), c2 = config(64);
+    clkit_tune_key k = key("nn", 512, 512, 512);
+    ck_assert_int_eq(clkit_cache_lookup(a, &k, &got), CLKIT_LOOKUP_NONE);
+    ck_assert_int_eq(clkit_cache_store(b, &k, &c1, 1.0), CLKIT_OK);
+    ck_assert_int_eq(clkit_cache_lookup(a, &k, &got), CLKIT_LOOKUP_EXACT);
+    ck_assert_int_eq(clkit_config_get(&got, "BLOCK_M", 0), 128);
+    ck_assert_int_eq(clkit_cache_store(b, &k, &c2, 0.5), CLKIT_OK);
+    ck_assert_int_eq(clkit_cache_lookup(a, &k, &got), CLKIT_LOOKUP_EXACT);
+    ck_assert_int_eq(clkit_config_get(&got, "BLOCK_M", 0), 64);
+    enum { KEYS = 3 * CLKIT_TUNED_RECENT };
+    for (int i = 0; i < KEYS; i++) {
+        clkit_tune_key ki = key("tn", 64 * (i + 1), 64, 64);
+        clkit_config ci = config(2 * (i + 1));
+        ck_assert_int_eq(clkit_cache_store(b, &ki, &ci, 1.0), CLKIT_OK);
+    }
+    for (int round = 0; round < 2; round++)
+        for (int i = 0; i < KEYS; i++) {
+            clkit_tune_key ki = key("tn", 64 * (i + 1), 64, 64);
+            ck_assert_int_eq(clkit_cache_lookup(a, &ki, &got), CLKIT_LOOKUP_EXACT);
+            ck_assert_int_eq(clkit_config_get(&got, "BLOCK_M", 0), 2 * (i + 1));
+        }
+    write_text(dir, "tuned.json", "{\"format\": 1, \"entries\": [");
+    ck_assert_int_eq(clkit_cache_lookup(a, &k, &got), CLKIT_LOOKUP_NONE);
+    clkit_context_release(a);
+    clkit_context_release(b);
 }
 END_TEST
 
@@ -234,6 +270,7 @@ int main(void)
     TCase *tc = tu_tcase("tune_cache");
     tcase_add_test(tc, config_strings);
     tcase_add_test(tc, lookup_fallbacks);
+    tcase_add_test(tc, lookups_follow_the_file);
     tcase_add_test(tc, bad_files);
     tcase_add_test(tc, newer_format_is_left_alone);
     tcase_add_test(tc, concurrent_tuners_lose_nothing);
