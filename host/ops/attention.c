@@ -361,8 +361,8 @@ static const mma_tiles mma_fwd[] = {{128, 64, 4, 0}, {64, 64, 4, 0}, {64, 32, 4,
 static const mma_tiles mma_dkdv[] = {{64, 32, 4, 0}, {64, 16, 4, 0}, {32, 16, 2, 0}};
 static const mma_tiles mma_dq[] = {{128, 32, 4, 0}, {64, 32, 4, 0}, {64, 16, 4, 0}};
 /* f32 (3xTF32) holds twice the fragment registers and splits every operand: only these
-   tiles assemble without spilling (ptxas, sm_80 and sm_90; tests/compile_nvptx.sh), by head
-   dim. The backward takes none at D 128, where dK and dV alone fill 128 registers. */
+   tiles assemble without spilling, by head dim (ptxas for sm_90: tests/compile_nvptx.sh fails
+   on a spill). The backward takes none at D 128, where dK and dV alone fill 128 registers. */
 static const mma_tiles mma_fwd_f32[] = {{64, 32, 4, 64}, {64, 16, 4, 128}};
 static const mma_tiles mma_dkdv_f32[] = {{64, 32, 4, 32}, {64, 16, 4, 64}};
 static const mma_tiles mma_dq_f32[] = {{64, 32, 4, 64}};
