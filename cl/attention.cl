@@ -474,11 +474,12 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_bwd_dkdv(
    cp.async. Every product is an m16n8k16 mma (m16n8k8 TF32 for f32) whose operands come from
    ldmatrix: the held rows times the streamed rows transposed (S = q k^T, dP = dO v^T and their
    transposes) reads the streamed rows as they are, and a product over the streamed rows (P V,
-   dS K, P^T dO, dS^T q) reads them through ldmatrix.trans (f32: 4-byte reads). Scores never touch local memory: the online softmax works
-   on the accumulators (a row lives in the four lanes of a quad, reduced by shuffles), and P or
-   dS goes from the accumulators straight into the A fragments of the next product, rounded to
-   a 16-bit storage dtype as FlashAttention does (f32 keeps them f32). Exponentials use the hardware's ex2.approx
-   (nv_exp2), as FlashAttention's do.
+   dS K, P^T dO, dS^T q) reads them through ldmatrix.trans (f32: 4-byte reads). Scores never
+   touch local memory: the online softmax works on the accumulators (a row lives in the four
+   lanes of a quad, reduced by shuffles), and P or dS goes from the accumulators straight into
+   the A fragments of the next product, rounded to a 16-bit storage dtype as FlashAttention
+   does (f32 keeps them f32). Exponentials use the hardware's ex2.approx (nv_exp2), as
+   FlashAttention's do.
 
    The forward overlaps its copies as FlashAttention-2 does, with one K and one V buffer: V of
    key block j lands while the warps compute its scores, K of block j + 1 while they compute
@@ -509,16 +510,10 @@ typedef ushort raw_t;
    a_small b_big + a_big b_small + a_big b_big, the small terms first. What is dropped
    (a_small b_small and the rounding of the small parts) is about 2^-22 of each product, near
    f32's own rounding, for three mma where f16 takes one. */
-INLINE uint tf32_pinned(uint x)
-{
-    uint r;
-    __asm__ volatile("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(as_float(x)));
-    return r;
-}
 INLINE void split(uint *big, uint *small, const uint *x, int n)
 {
     for (int i = 0; i < n; i++)
-        big[i] = tf32_pinned(x[i]), small[i] = nv_tf32(as_uint(as_float(x[i]) - as_float(big[i])));
+        big[i] = nv_tf32(x[i]), small[i] = nv_tf32(as_uint(as_float(x[i]) - as_float(big[i])));
 }
 #define MMA3(d, ab, as, bb, bs) (nv_mma_tf32(d, as, bb), nv_mma_tf32(d, ab, bs), nv_mma_tf32(d, ab, bb))
 #else
