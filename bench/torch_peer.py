@@ -128,12 +128,13 @@ def make_lce(dtype, t, d, v):
                 (t, d, v))
 
 
-def make_attention(op, dtype, b, h, l, d):
-    """B x H x L x D, causal, as clkit spells it; the tutorial's FLOPs: 4 B H L^2 D halved by
+def make_attention(op, dtype, b, h, l, d, causal=True):
+    """B x H x L x D[.causal] as clkit spells it; the tutorial's FLOPs: 4 B H L^2 D, halved by
     the causal mask, the backward 2.5 times the forward."""
-    forward = 4 * b * h * l * l * d // 2
+    forward = 4 * b * h * l * l * d // (2 if causal else 1)
     work = forward * 5 // 2 if op == "attention_backward" else forward
-    return Case(op, dtype, f"{b}x{h}x{l}x{d}.causal", work, "tflops", (b, h, l, d))
+    return Case(op, dtype, f"{b}x{h}x{l}x{d}" + (".causal" if causal else ""), work, "tflops",
+                (b, h, l, d))
 
 
 def matmul_cases(dtype, quick):
@@ -177,6 +178,19 @@ def cases(op, dtype, quick):
     images = [(1066, 1600)] + ([] if quick else [(2160, 3840)])
     dtypes = (["f32"] if dtype == "f32" else []) + ["u8"]
     return [make_case(op, t, hw) for t in dtypes for hw in images]
+
+
+def case_of(op, dtype, text):
+    """The case of one shape spelled as clkit's CSV spells it (`clkit bench --shapes`)."""
+    body, *suffixes = text.split(".")
+    dims = tuple(int(d) for d in body.split("x"))
+    if op == "matmul":
+        return make_matmul(dtype, *dims, shared_b="bshared" in suffixes)
+    if op == "linear_cross_entropy":
+        return make_lce(dtype, *dims)
+    if op in ("attention", "attention_backward"):
+        return make_attention(op, dtype, *dims, causal="causal" in suffixes)
+    return make_case(op, dtype, dims, transposed="T" in suffixes)
 
 
 # ---- clkit CSV ----
@@ -527,6 +541,8 @@ def parse_args(argv):
                    help="one op, or layernorm or attention for both of its ops")
     a.add_argument("--dtype", choices=("f32", "f16", "bf16"), default="f32")
     a.add_argument("--quick", action="store_true", help="the shapes of `clkit bench --quick`")
+    a.add_argument("--shapes", metavar="LIST",
+                   help="only these comma-separated shapes, as `clkit bench --shapes` takes them")
     a.add_argument("--tf32", action="store_true",
                    help="f32 matmul in TF32 on the tensor cores (torch's allow_tf32), to set "
                         "against `clkit bench --tf32`")
@@ -543,7 +559,8 @@ def main(argv):
         peers, peer_name = None, "no peers run"
     else:
         ops = OPS if args.op == "all" else FAMILIES.get(args.op, (args.op,))
-        todo = [c for op in ops for c in cases(op, args.dtype, args.quick)]
+        todo = [case_of(op, args.dtype, text) for op in ops for text in args.shapes.split(",")] \
+            if args.shapes else [c for op in ops for c in cases(op, args.dtype, args.quick)]
         try:
             peers = Peers(args.tf32)
         except Exception as e:  # noqa: BLE001 - no torch, triton or GPU: say which

@@ -18,7 +18,7 @@ static const measure_budget full_budget = {25, 100, 1000, 10, 200, 0};
 static const measure_budget quick_budget = {5, 20, 250, 5, 30, 0};
 
 typedef struct bench_opts {
-    const char *device, *op, *plot;
+    const char *device, *op, *plot, *shapes;
     clkit_dtype dtype;
     int quick, reps, tf32;
     out_format format;
@@ -28,7 +28,8 @@ typedef struct bench_opts {
 static void usage(FILE *f)
 {
     fprintf(f, "usage: clkit bench [--op NAME|all] [--dtype f32|f16|bf16] [--tf32] [--quick]\n"
-               "                   [--reps N] [--csv | --json] [--plot FILE.png] [--device D]\n"
+               "                   [--shapes LIST] [--reps N] [--csv | --json] [--plot FILE.png]\n"
+               "                   [--device D]\n"
                "\n"
                "Times each op over the tutorials' sizes: add, dropout and copy n = 2^12 .. 2^27\n"
                "(copy also transposes square matrices), softmax 4096 x N for N = 128 i\n"
@@ -72,6 +73,10 @@ static void usage(FILE *f)
                "  --tf32       matmul with f32 inputs may round them to TF32 on the tensor cores\n"
                "               (allow_tf32 of clkit_matmul_options; a no-op elsewhere)\n"
                "  --quick      a few small sizes: seconds on a CPU\n"
+               "  --shapes L   only these comma-separated shapes of the --op, spelled as the\n"
+               "               CSV's shape column: 4096x8192 (rows x cols), MxNxK[xBATCH]\n"
+               "               (matmul), BxHxLxD[.causal] (attention), TxDxV (linear +\n"
+               "               cross-entropy)\n"
                "  --reps N     exactly N timed repeats per row and column\n"
                "  --csv        CSV: op,dtype,shape,n_bytes,ms_median,ms_p20,ms_p80,gbps_median,\n"
                "               gbps_p20,gbps_p80,cold_ms,warm_ms,device,provider,n_flops,\n"
@@ -109,7 +114,7 @@ static int parse(int argc, char **argv, bench_opts *o)
         {"csv", no_argument, NULL, 'c'},         {"json", no_argument, NULL, 'j'},
         {"plot", required_argument, NULL, 'p'},  {"device", required_argument, NULL, 'd'},
         {"tf32", no_argument, NULL, 'f'},        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"shapes", required_argument, NULL, 's'}, {NULL, 0, NULL, 0},
     };
     memset(o, 0, sizeof *o);
     int c, t, formats = 0;
@@ -122,6 +127,7 @@ static int parse(int argc, char **argv, bench_opts *o)
             o->dtype = (clkit_dtype)t;
             break;
         case 'q': o->quick = 1; break;
+        case 's': o->shapes = optarg; break;
         case 'f': o->tf32 = 1; break;
         case 'r':
             if ((o->reps = atoi(optarg)) <= 0) return bad_usage("--reps takes a positive count");
@@ -135,9 +141,15 @@ static int parse(int argc, char **argv, bench_opts *o)
         }
     }
     int benched = 0;
-    for (int i = 0; o->op && i < op_count; i++)
-        benched |= op_table[i].bench_shapes && op_selected(&op_table[i], o->op);
+    for (int i = 0; o->op && i < op_count; i++) {
+        op_shape shapes[OP_MAX_SHAPES];
+        int n = 0, selected = op_table[i].bench_shapes && op_selected(&op_table[i], o->op);
+        if (selected && op_shape_list(&op_table[i], o->shapes, "clkit bench", shapes, &n))
+            return bad_usage("malformed --shapes");
+        benched |= selected;
+    }
     if (o->op && !benched) return bad_usage("no such op to bench");
+    if (o->shapes && !o->op) return bad_usage("--shapes needs an --op");
     if (formats > 1) return bad_usage("--csv and --json exclude each other");
     if (optind < argc) return bad_usage("unexpected arguments");
     return -1;
@@ -243,7 +255,11 @@ static clkit_status bench_row(bench_run *run, op_problem *p, int first_calls)
 static int bench_dtype(bench_run *run, const op_def *op, clkit_dtype dtype)
 {
     op_shape shapes[OP_MAX_SHAPES];
-    int n = op->bench_shapes(run->o->quick, shapes);
+    int n = 0;
+    if (!run->o->shapes)
+        n = op->bench_shapes(run->o->quick, shapes);
+    else if (op_shape_list(op, run->o->shapes, "clkit bench", shapes, &n))
+        return TOOL_EXIT_FAIL;
     if (run->report.format != OUT_TABLE)
         fprintf(stderr, "clkit bench: %s %s, %d shape%s\n", op->name, clkit_dtype_name(dtype), n,
                 n == 1 ? "" : "s");

@@ -982,6 +982,23 @@ int op_shape_parse(const op_def *op, const char *text, op_shape *out)
     return 0;
 }
 
+int op_shape_list(const op_def *op, const char *list, const char *who, op_shape *out, int *n)
+{
+    for (const char *at = list; at && *at && *n < OP_MAX_SHAPES;) {
+        size_t len = strcspn(at, ",");
+        char text[64];
+        snprintf(text, sizeof text, "%.*s", (int)(len < sizeof text ? len : sizeof text - 1), at);
+        if (len >= sizeof text || op_shape_parse(op, text, &out[*n]) != 0) {
+            fprintf(stderr, "%s: '%.*s' is not a shape of %s (see --help)\n", who, (int)len, at,
+                    op->name);
+            return -1;
+        }
+        ++*n;
+        at += len + (at[len] == ',');
+    }
+    return 0;
+}
+
 double op_plot_x(const op_problem *p)
 {
     if (p->op->plot_x) return p->op->plot_x(p);

@@ -144,6 +144,9 @@ void op_shape_text(const op_problem *p, char *buf, size_t n);
 void op_dtype_text(const op_problem *p, char *buf, size_t n);
 /* Reads the dims of op_shape_text ("4096", "64x32", "MxNxK[xBATCH]"); 0 on success. */
 int op_shape_parse(const op_def *op, const char *text, op_shape *out);
+/* Appends the comma-separated shapes of list to out[*n] (up to OP_MAX_SHAPES); 0 on success,
+   else -1 after naming the malformed one on stderr, prefixed with who ("clkit tune"). */
+int op_shape_list(const op_def *op, const char *list, const char *who, op_shape *out, int *n);
 /* The plot's x value of the problem; NaN: not plotted. */
 double op_plot_x(const op_problem *p);
 /* Why the problem cannot run on dev, or NULL: every buffer (extras too) within max_alloc, all

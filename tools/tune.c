@@ -152,18 +152,7 @@ static int tune_shapes(const tune_opts *o, const op_def *op, op_shape *out)
 {
     int n = 0;
     if (o->standard) n = op->tune_shapes(out);
-    for (const char *at = o->shapes; at && *at && n < OP_MAX_SHAPES;) {
-        size_t len = strcspn(at, ",");
-        char text[64];
-        snprintf(text, sizeof text, "%.*s", (int)(len < sizeof text ? len : sizeof text - 1), at);
-        if (len >= sizeof text || op_shape_parse(op, text, &out[n]) != 0) {
-            fprintf(stderr, "clkit tune: '%.*s' is not a shape of %s (see --help)\n", (int)len,
-                    at, op->name);
-            return -1;
-        }
-        n++;
-        at += len + (at[len] == ',');
-    }
+    if (op_shape_list(op, o->shapes, "clkit tune", out, &n)) return -1;
     for (int i = 0; i < n; i++) out[i].transposed = o->transposed;
     return n;
 }
