@@ -348,8 +348,7 @@ START_TEST(dtypes)
 }
 END_TEST
 
-/* The tensor-core kernels' shapes in f16, bf16 and f32 (3xTF32, with CLKIT_ATTENTION_TF32X3=1;
-   else the portable kernels): every head dim they take
+/* The tensor-core kernels' shapes in f16, bf16 and f32 (3xTF32): every head dim they take
    (f32 at 128 falls back to the portable backward), lengths at and off their 16-, 32-, 64- and
    128-row blocks, grouped queries, aligned (B, L, H, D)-ordered inputs (the fast path),
    unaligned ones and a strided head dimension (the portable path on the same device). Devices
@@ -447,7 +446,7 @@ static void store_tiles(clkit_context *ctx, const char *cfg)
 
 /* Tiles read from the tuned-config cache: runs of 1 and 2 elements (scalar local reads), two
    runs of 4 columns per work-item, and an entry that is not legal, which gives way to the
-   heuristic. (Rows use the same index function as columns; a micro-tile of 8 rows builds too
+   heuristic. The inputs' strided head dimension keeps them off the tensor cores. (Rows use the same index function as columns; a micro-tile of 8 rows builds too
    slowly on PoCL for this suite.) */
 START_TEST(cached_tiles)
 {
@@ -463,9 +462,10 @@ START_TEST(cached_tiles)
     for (size_t i = 0; i < 3; i++) {
         store_tiles(ctx, configs[i]);
         acase c = basic(CLKIT_F32, 32, 69, 45, 1);
-        c.hq = 4, c.hkv = 2;
+        c.hq = 4, c.hkv = 2, c.in = 's';
         check_case(ctx, &c);
         c = basic(CLKIT_F32, 32, 45, 69, 0);
+        c.in = 's';
         check_case(ctx, &c);
     }
     clkit_context_release(ctx);
@@ -482,7 +482,8 @@ static int tuned_entry(clkit_context *ctx, const acase *c, const char *pass)
 
 /* The tuner: each pass stores its winner under its own key and the calls that follow (which
    take it) agree with the reference; CLKIT_AUTOTUNE=1 tunes both passes of a new shape on
-   first use; bad input gets the call's own status and stores nothing. */
+   first use; bad input gets the call's own status and stores nothing. Strided head dimensions
+   keep every case on the portable kernels, the only ones with tiles to tune. */
 START_TEST(tuner)
 {
     char dir[] = "/tmp/clkit-attention-tune-XXXXXX";
@@ -490,11 +491,12 @@ START_TEST(tuner)
     setenv("CLKIT_CACHE_DIR", dir, 1);
     clkit_context *ctx = tu_ctx();
     acase c = basic(CLKIT_F32, 32, 69, 45, 1);
+    c.in = 's';
     host_data h = make_inputs(&c);
     int64_t qs[4] = {c.b, c.hq, c.lq, c.d}, ks[4] = {c.b, c.hkv, c.lk, c.d};
-    dev q = make_dev(ctx, c.dt, 4, qs, 'c', h.q), k = make_dev(ctx, c.dt, 4, ks, 'c', h.k);
-    dev v = make_dev(ctx, c.dt, 4, ks, 'c', h.v), o = make_dev(ctx, c.dt, 4, qs, 'c', NULL);
-    dev lse = make_dev(ctx, CLKIT_F32, 3, qs, 'c', NULL), dout = make_dev(ctx, c.dt, 4, qs, 'c', h.dout);
+    dev q = make_dev(ctx, c.dt, 4, qs, 's', h.q), k = make_dev(ctx, c.dt, 4, ks, 's', h.k);
+    dev v = make_dev(ctx, c.dt, 4, ks, 's', h.v), o = make_dev(ctx, c.dt, 4, qs, 'c', NULL);
+    dev lse = make_dev(ctx, CLKIT_F32, 3, qs, 'c', NULL), dout = make_dev(ctx, c.dt, 4, qs, 's', h.dout);
     dev dq = make_dev(ctx, c.dt, 4, qs, 'c', NULL), dk = make_dev(ctx, c.dt, 4, ks, 'c', NULL);
     dev dv = make_dev(ctx, c.dt, 4, ks, 'c', NULL);
     clkit_attention_options opt = {c.causal, c.scale};
@@ -521,6 +523,7 @@ START_TEST(tuner)
 
     setenv("CLKIT_AUTOTUNE", "1", 1);
     acase fresh = basic(CLKIT_F32, 32, 40, 40, 0);
+    fresh.in = 's';
     check_case(ctx, &fresh);
     unsetenv("CLKIT_AUTOTUNE");
     ck_assert(tuned_entry(ctx, &fresh, "fwd") && tuned_entry(ctx, &fresh, "bwd"));

@@ -169,13 +169,11 @@ static void print_heuristics(const struct clkit_device_props *dev)
                                "head dimension and 8-element-aligned strides, head dim <= 128 "
                                "forward and backward, else portable kernels"
                              : off);
-    const char *tf32x3 = getenv("CLKIT_ATTENTION_TF32X3");
     printf("  attention f32: %s\n",
-           !dev->tensor_cores ? off
-           : tf32x3 && strcmp(tf32x3, "1") == 0
-               ? "tensor cores as 3xTF32 (CLKIT_ATTENTION_TF32X3=1) under the same conditions "
-                 "with 4-element-aligned strides, head dim <= 128 forward, <= 64 backward"
-               : "portable kernels (CLKIT_ATTENTION_TF32X3=1: tensor cores as 3xTF32)");
+           dev->tensor_cores ? "tensor cores as 3xTF32 (f32-accurate products) under the same "
+                               "conditions with 4-element-aligned strides, head dim <= 128 "
+                               "forward, <= 64 backward, else portable kernels"
+                             : off);
 }
 
 /* ---- binary cache ---- */

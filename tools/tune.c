@@ -213,6 +213,11 @@ static void tune_one(clkit_context *ctx, op_problem *p, const tune_opts *o, tune
     op_free(p);
     if (t->tty && t->last_done) fputc('\n', stderr);
     r->seconds = (tool_now_ms() - t0) * 1e-3;
+    if (s == CLKIT_ERR_UNSUPPORTED) {
+        fprintf(stderr, "clkit tune: skipping %s: %s\n", r->shape, op_error());
+        r->failure = "skipped: nothing to tune on this device (see stderr)";
+        return;
+    }
     if (s) {
         char what[96];
         snprintf(what, sizeof what, "tune %s %s", p->op->name, r->shape);
@@ -275,7 +280,7 @@ static int tune_all(clkit_context *ctx, const tune_opts *o, const op_def *op)
         tune_progress t = {.shape = &results[i], .index = i, .count = n,
                            .tty = isatty(STDERR_FILENO), .best_ms = INFINITY};
         tune_one(ctx, &p, o, &t, &results[i]);
-        if (results[i].failure) rc = TOOL_EXIT_FAIL;
+        if (results[i].failure && strncmp(results[i].failure, "skipped", 7)) rc = TOOL_EXIT_FAIL;
     }
     /* The title names the op and dtypes, which every problem shares. */
     print_results(results, n, &p, &dev);

@@ -1,7 +1,7 @@
 /* clkit_attention_forward / _backward: validation, the choice of path and tiles and the
-   launches. On NVIDIA sm_80+ the tensor-core kernels run (f16/bf16, and f32 as 3xTF32 when
-   CLKIT_ATTENTION_TF32X3=1) when q, k, v (and dO) suit cp.async; otherwise the portable kernels run with a tuned entry from the cache, else a
-   heuristic from the device's local memory and work-group limits (a tile whose built kernel
+   launches. On NVIDIA sm_80+ the tensor-core kernels run (f16/bf16, and f32 as 3xTF32) when
+   q, k, v (and dO) suit cp.async and a tile fits the head dim; otherwise the portable kernels
+   run with a tuned entry from the cache, else a heuristic from the device's local memory and work-group limits (a tile whose built kernel
    does not fit gives way to the next smaller one). */
 #include "../tune.h"
 
@@ -423,22 +423,12 @@ static int mma_view(const clkit_tensor *t)
     return 1;
 }
 
-/* f32 attention through 3xTF32 is assembled for sm_80/sm_90 and checked by the tests but has
-   not yet been run on a GPU: it stays opt-in (CLKIT_ATTENTION_TF32X3=1) until it has. */
-static int f32_on_tensor_cores(void)
-{
-    const char *e = getenv("CLKIT_ATTENTION_TF32X3");
-    return e && strcmp(e, "1") == 0;
-}
-
 /* Whether the problem and the device take the tensor-core kernels: then the tiles of each
    (kinds[0..n)) are in out. */
 static int mma_choice(const clkit_context *ctx, const problem *p, const clkit_tensor *const *ins,
                       int nin, const int *kinds, int n, mma_tiles *out)
 {
-    if (!ctx->props.tensor_cores || ctx->fast_path_failed || p->force ||
-        (p->dtype == CLKIT_F32 && !f32_on_tensor_cores()))
-        return 0;
+    if (!ctx->props.tensor_cores || ctx->fast_path_failed || p->force) return 0;
     for (int i = 0; i < nin; i++)
         if (!mma_view(ins[i])) return 0;
     for (int i = 0; i < n; i++)
