@@ -404,14 +404,6 @@ static int mma_pick(const struct clkit_device_props *dp, int d, size_t es, int k
                      {{mma_fwd_f32, NTILES(mma_fwd_f32)}, {mma_dkdv_f32, NTILES(mma_dkdv_f32)},
                       {mma_dq_f32, NTILES(mma_dq_f32)}}};
     int f32 = es == 4;
-    static const char *const xenv[3] = {"CLKIT_X_FWD", "CLKIT_X_DKDV", "CLKIT_X_DQ"};
-    const char *xe = getenv(xenv[kernel]);
-    if (xe) {
-        mma_tiles x = {0, 0, 0, 0};
-        sscanf(xe, "%d,%d,%d", &x.bm, &x.bn, &x.warps);
-        *out = x;
-        return x.bm > 0;
-    }
     for (int i = 0; i < lists[f32][kernel].n; i++) {
         const mma_tiles *t = &lists[f32][kernel].tiles[i];
         if (t->bm % (16 * t->warps) == 0 && (size_t)(t->warps * 32) <= dp->max_work_group &&
