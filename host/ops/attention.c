@@ -1,8 +1,9 @@
 /* clkit_attention_forward / _backward: validation, the choice of path and tiles and the
    launches. On NVIDIA sm_80+ the tensor-core kernels run (f16/bf16, and f32 as 3xTF32) when
-   q, k, v (and dO) suit cp.async and a tile fits the head dim; otherwise the portable kernels
-   run with a tuned entry from the cache, else a heuristic from the device's local memory and work-group limits (a tile whose built kernel
-   does not fit gives way to the next smaller one). */
+   q, k, v (and dO) suit cp.async, each kernel where a tile fits the head dim; otherwise the
+   portable kernels run with a tuned entry from the cache, else a heuristic from the device's
+   local memory and work-group limits (a tile whose built kernel does not fit gives way to the
+   next smaller one). */
 #include "../tune.h"
 
 #include <math.h>
