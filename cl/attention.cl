@@ -534,7 +534,21 @@ INLINE void split(uint *big, uint *small, const uint *x, int n)
 
 typedef float held_acc[FRAG_M][DF][4];  /* rows held x head dimension */
 typedef float score_acc[FRAG_M][NF][4]; /* rows held x rows streamed */
+#if defined(HELD_LOCAL)
+/* The held rows stay in their local-memory tile and each step reads their fragments by
+   ldmatrix: for f32 at head dim 128, whose held fragments would take half the registers
+   (the host sets it where local memory holds the held tiles beside the streamed ones, sm_90).
+   held_frags is then a placeholder that nothing reads. */
+typedef uint held_frags[1][1][4];
+#define HELD_SPACE(bytes) (bytes)
+#else
 typedef uint held_frags[FRAG_M][DK][4];
+#define HELD_SPACE(bytes) 0
+#endif
+/* Local memory of a kernel whose held tiles take `held` bytes and streamed ones `streamed`:
+   the held tiles are read into registers before the streamed ones overwrite them, unless
+   HELD_LOCAL keeps them. */
+#define LOCAL_WORDS(held, streamed) ((HELD_SPACE(held) + MAX((held) - HELD_SPACE(held), streamed)) / 16)
 
 /* rows x HEAD_DIM elements from src (row r at src + r * row_stride) into a swizzled tile;
    rows from `valid` on are zero-filled without reading. */
@@ -547,21 +561,33 @@ INLINE void copy_rows(__local uchar *tile, __global const raw_t *src, long row_s
     }
 }
 
-/* The warp's held rows wm .. as A fragments over the whole head dimension. */
+/* The A fragment of the warp's held rows wm + 16 i .. at mma step kd, from their tile. */
+INLINE void held_frag(uint f[4], __local const uchar *tile, int wm, int i, int kd, int lane)
+{
+    int q = lane / 8, r = lane % 8;
+    nv_ldmatrix_x4(f, tile + nv_swizzle(wm + i * 16 + (q % 2) * 8 + r, kd * 2 + q / 2, DCH));
+}
+
+/* The warp's held rows wm .. as A fragments over the whole head dimension (HELD_LOCAL: left
+   in the tile). Its own loop rather than held_frag's: ptxas schedules the 16-bit kernels
+   better so (253 against 255 registers for f16 at D 64). */
 INLINE void load_held(held_frags f, __local const uchar *tile, int wm, int lane)
 {
+#if !defined(HELD_LOCAL)
     int q = lane / 8, r = lane % 8;
     #pragma unroll
     for (int i = 0; i < FRAG_M; i++)
         #pragma unroll
         for (int kd = 0; kd < DK; kd++)
             nv_ldmatrix_x4(f[i][kd], tile + nv_swizzle(wm + i * 16 + (q % 2) * 8 + r, kd * 2 + q / 2, DCH));
+#endif
 }
 
 /* s = held rows x (streamed rows in tile)^T, reducing over the head dimension. An mma step
    is two 16-byte chunks of a row in either dtype, so ldmatrix serves both: a 32-bit lane of
    an 8 x 8 b16 matrix is one f32 element, just where the m16n8k8 fragment wants it. */
-INLINE void product_t(score_acc s, const held_frags a, __local const uchar *tile, int lane)
+INLINE void product_t(score_acc s, const held_frags a, __local const uchar *held, int wm,
+                      __local const uchar *tile, int lane)
 {
     int q = lane / 8, r = lane % 8;
     #pragma unroll
@@ -572,7 +598,15 @@ INLINE void product_t(score_acc s, const held_frags a, __local const uchar *tile
     for (int kd = 0; kd < DK; kd++) {
         uint ab[FRAG_M][4], as[FRAG_M][4];
         #pragma unroll
-        for (int i = 0; i < FRAG_M; i++) split(ab[i], as[i], a[i][kd], 4);
+        for (int i = 0; i < FRAG_M; i++) {
+#if defined(HELD_LOCAL)
+            uint f[4];
+            held_frag(f, held, wm, i, kd, lane);
+            split(ab[i], as[i], f, 4);
+#else
+            split(ab[i], as[i], a[i][kd], 4);
+#endif
+        }
         #pragma unroll
         for (int j = 0; j < NF; j += 2) {
             uint f[4], fb[4], fs[4];
@@ -722,13 +756,14 @@ INLINE void softmax_acc(score_acc s, float m[FRAG_M][2], float l[FRAG_M][2], hel
 }
 
 /* Grid (query blocks x MMA_WG, B x Hq). q's tile is read into registers once; its local
-   memory then holds K and V. */
+   memory then holds K and V (HELD_LOCAL: q stays, K and V go after it). */
 __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_mma(
     IN(q), IN(k), IN(v), OUT(o), __global float *lse, long lse_off, long4 lse_st, int Hq,
     int group, int Lq, int Lk, int causal, float scale2)
 {
-    __local uint4 words[MAX(TILE_BYTES(BLOCK_M), 2 * TILE_BYTES(BLOCK_N)) / 16];
-    __local uchar *qs = (__local uchar *)words, *ks = qs, *vs = qs + TILE_BYTES(BLOCK_N);
+    __local uint4 words[LOCAL_WORDS(TILE_BYTES(BLOCK_M), 2 * TILE_BYTES(BLOCK_N))];
+    __local uchar *qs = (__local uchar *)words, *ks = qs + HELD_SPACE(TILE_BYTES(BLOCK_M));
+    __local uchar *vs = ks + TILE_BYTES(BLOCK_N);
     int tid = get_local_id(0), lane = tid % 32, wm = tid / 32 * 16 * FRAG_M;
     int bh = get_group_id(1), b = bh / Hq, h = bh % Hq, m0 = query_block_start(Lq, causal);
     int rows = min(BLOCK_M, Lq - m0), n_end = causal ? min(Lk, m0 + rows) : Lk;
@@ -757,7 +792,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_mma(
         NV_CP_ASYNC_WAIT(1);
         barrier(CLK_LOCAL_MEM_FENCE);
         score_acc s;
-        product_t(s, qf, ks, lane);
+        product_t(s, qf, qs, wm, ks, lane);
         if (keys < BLOCK_N || (causal && n0 + BLOCK_N - 1 > m0))
             mask_acc(s, row0, n0 + col_lane, Lk, causal, 1);
         softmax_acc(s, m, l, acc, scale2);
@@ -807,7 +842,8 @@ INLINE void probabilities(score_acc s, score_acc dp, float scale2, const float r
 }
 
 /* The backward's two held tiles (BLOCK_M rows of a and of b, rows from `rows` on zero) into
-   fragments, through local memory at base, which is free again on return. */
+   fragments, through local memory at base, which is free again on return (HELD_LOCAL: where
+   they stay). */
 INLINE void hold_pair(held_frags fa, held_frags fb, __local uchar *base, __global const raw_t *a,
                       long a_rs, __global const raw_t *b, long b_rs, int rows, int tid, int wm,
                       int lane)
@@ -830,8 +866,8 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dq_mm
     __global const float *delta, OUT(dq), int Hq, int group, int Lq, int Lk, int causal,
     float scale2, float scale)
 {
-    __local uint4 words[MAX(2 * TILE_BYTES(BLOCK_M), 4 * TILE_BYTES(BLOCK_N)) / 16];
-    __local uchar *base = (__local uchar *)words;
+    __local uint4 words[LOCAL_WORDS(2 * TILE_BYTES(BLOCK_M), 4 * TILE_BYTES(BLOCK_N))];
+    __local uchar *base = (__local uchar *)words, *stages = base + HELD_SPACE(2 * TILE_BYTES(BLOCK_M));
     int tid = get_local_id(0), lane = tid % 32, wm = tid / 32 * 16 * FRAG_M;
     int bh = get_group_id(1), b = bh / Hq, h = bh % Hq, m0 = query_block_start(Lq, causal);
     int rows = min(BLOCK_M, Lq - m0), n_end = causal ? min(Lk, m0 + rows) : Lk;
@@ -860,7 +896,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dq_mm
     for (int t = 0; t <= steps; t++) {
         /* Step t copies key block t into stage t % 2 and computes block t - 1. */
         if (t < steps) {
-            __local uchar *ks = base + (t % 2) * 2 * TILE_BYTES(BLOCK_N);
+            __local uchar *ks = stages + (t % 2) * 2 * TILE_BYTES(BLOCK_N);
             int n0 = t * BLOCK_N, keys = min(BLOCK_N, Lk - n0);
             copy_rows(ks, kg + n0 * k_st.s2, k_st.s2, BLOCK_N, keys, tid);
             copy_rows(ks + TILE_BYTES(BLOCK_N), vg + n0 * v_st.s2, v_st.s2, BLOCK_N, keys, tid);
@@ -869,11 +905,11 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dq_mm
         if (t == 0) continue;
         NV_CP_ASYNC_WAIT(1);
         barrier(CLK_LOCAL_MEM_FENCE);
-        __local uchar *ks = base + ((t - 1) % 2) * 2 * TILE_BYTES(BLOCK_N);
+        __local uchar *ks = stages + ((t - 1) % 2) * 2 * TILE_BYTES(BLOCK_N);
         int n0 = (t - 1) * BLOCK_N;
         score_acc s, dp;
-        product_t(s, qf, ks, lane);
-        product_t(dp, df, ks + TILE_BYTES(BLOCK_N), lane);
+        product_t(s, qf, base, wm, ks, lane);
+        product_t(dp, df, base + TILE_BYTES(BLOCK_M), wm, ks + TILE_BYTES(BLOCK_N), lane);
         if (n0 + BLOCK_N > Lk || (causal && n0 + BLOCK_N - 1 > m0))
             mask_acc(s, row0, n0 + col_lane, Lk, causal, 1);
         probabilities(s, dp, scale2, rl, rd, cz, cz);
@@ -915,8 +951,8 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dkdv_
     __global const float *delta, OUT(dk), OUT(dv), int Hq, int group, int Lq, int Lk, int causal,
     float scale2, float scale)
 {
-    __local uint4 words[MAX(2 * TILE_BYTES(BLOCK_M), 2 * STAGE_BYTES) / 16];
-    __local uchar *base = (__local uchar *)words;
+    __local uint4 words[LOCAL_WORDS(2 * TILE_BYTES(BLOCK_M), 2 * STAGE_BYTES)];
+    __local uchar *base = (__local uchar *)words, *stages = base + HELD_SPACE(2 * TILE_BYTES(BLOCK_M));
     int tid = get_local_id(0), lane = tid % 32, wm = tid / 32 * 16 * FRAG_M;
     int Hkv = Hq / group, bg = get_group_id(1), b = bg / Hkv, g = bg % Hkv;
     int m0 = get_group_id(0) * BLOCK_M, rows = min(BLOCK_M, Lk - m0);
@@ -938,7 +974,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dkdv_
         /* Step t copies (head, query block) t into stage t % 2 and computes t - 1. */
         if (t < steps) {
             int h = g * group + t / per_head;
-            copy_query_block(base + (t % 2) * STAGE_BYTES, q, q_off, q_st, dout, dout_off, dout_st,
+            copy_query_block(stages + (t % 2) * STAGE_BYTES, q, q_off, q_st, dout, dout_off, dout_st,
                              lse + lse_off + b * lse_st.s0 + h * lse_st.s1, delta + ((long)b * Hq + h) * Lq,
                              lse_st.s2, b, h, n_start + (t % per_head) * BLOCK_N, Lq, tid);
         }
@@ -946,7 +982,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dkdv_
         if (t == 0) continue;
         NV_CP_ASYNC_WAIT(1);
         barrier(CLK_LOCAL_MEM_FENCE);
-        __local uchar *qs = base + ((t - 1) % 2) * STAGE_BYTES;
+        __local uchar *qs = stages + ((t - 1) % 2) * STAGE_BYTES;
         __local const float *stats = (__local const float *)(qs + 2 * TILE_BYTES(BLOCK_N));
         int n0 = n_start + ((t - 1) % per_head) * BLOCK_N;
         float cl[NF][2], cd[NF][2];
@@ -956,8 +992,8 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dkdv_
             cl[j][0] = LOG2E * l2.x, cl[j][1] = LOG2E * l2.y, cd[j][0] = d2.x, cd[j][1] = d2.y;
         }
         score_acc s, dp;
-        product_t(s, kf, qs, lane);
-        product_t(dp, vf, qs + TILE_BYTES(BLOCK_N), lane);
+        product_t(s, kf, base, wm, qs, lane);
+        product_t(dp, vf, base + TILE_BYTES(BLOCK_M), wm, qs + TILE_BYTES(BLOCK_N), lane);
         if (causal && m0 + BLOCK_M - 1 > n0) mask_acc(s, row0, n0 + col_lane, Lq, 1, 0);
         probabilities(s, dp, scale2, rz, rz, cl, cd);
         product_n(dv_acc, s, qs + TILE_BYTES(BLOCK_N), lane);

@@ -92,10 +92,11 @@ matmul() {
 }
 matmul mma_shapes F16
 matmul tf32_shapes F32
-# attention TABLE DTYPES...: each tile (BLOCK_M, BLOCK_N, WARPS, largest head dim or 0) of
-# host/ops/attention.c's table mma_TABLE for every head dim it serves whose program's local
-# memory (cl/attention.cl: the held tiles, or the streamed stages with dK/dV's lse and delta)
-# fits sm_90's local_limit, in each dtype (sm_90)
+# attention TABLE DTYPES...: each tile (BLOCK_M, BLOCK_N, WARPS, largest head dim or 0, held
+# rows in local memory) of host/ops/attention.c's table mma_TABLE for every head dim it serves
+# whose program's local memory (cl/attention.cl: the held tiles, or the streamed stages with
+# dK/dV's lse and delta, or both with HELD_LOCAL) fits sm_90's local_limit, in each dtype
+# (sm_90)
 attention() {
   local table=$1 kind=${1%_f32} tiles bytes es kernel
   shift
@@ -103,18 +104,22 @@ attention() {
   tiles=$(table "$root/host/ops/attention.c" "mma_$table")
   [ -n "$tiles" ] || { echo "no mma_$table table in host/ops/attention.c"; fail=$((fail + 1)); }
   for t in $tiles; do
-    IFS=, read -r bm bn w maxd <<<"$t"
+    IFS=, read -r bm bn w maxd held_local <<<"$t"
     for d in 16 32 64 128; do
       [ "$maxd" = 0 ] || [ "$d" -le "$maxd" ] || continue
       for dt in "$@"; do
         es=$([ "$dt" = F32 ] && echo 4 || echo 2)
-        if [ "$kind" = fwd ]; then bytes=$(((bm > 2 * bn ? bm : 2 * bn) * d * es))
-        else bytes=$((2 * bm * d * es > 4 * bn * d * es + 16 * bn ? 2 * bm * d * es : 4 * bn * d * es + 16 * bn)); fi
+        if [ "$kind" = fwd ]; then held=$((bm * d * es)) streamed=$((2 * bn * d * es))
+        else held=$((2 * bm * d * es)) streamed=$((4 * bn * d * es + 16 * bn)); fi
+        if [ "$held_local" = 1 ]; then bytes=$((held + streamed))
+        else bytes=$((held > streamed ? held : streamed)); fi
         [ "$bytes" -le "$(local_limit 90)" ] || continue
         built=""
-        build "attention $kind ${bm}x${bn} w$w d$d $dt" 90 attention.cl -D "DTYPE_$dt" \
-          -D "ATTN_$([ "$kind" = fwd ] && echo FWD || echo BWD)" -D HEAD_DIM="$d" \
-          -D BLOCK_M="$bm" -D BLOCK_N="$bn" -D WARPS="$w"
+        # shellcheck disable=SC2046 # one flag or none
+        build "attention $kind ${bm}x${bn} w$w d$d $dt$([ "$held_local" = 1 ] && echo " held-local")" 90 \
+          attention.cl -D "DTYPE_$dt" -D "ATTN_$([ "$kind" = fwd ] && echo FWD || echo BWD)" \
+          -D HEAD_DIM="$d" -D BLOCK_M="$bm" -D BLOCK_N="$bn" -D WARPS="$w" \
+          $([ "$held_local" = 1 ] && echo -D HELD_LOCAL)
         # The f32 tables promise tiles that spill at most MMA_F32_SPILL bytes (host/ops/attention.c).
         spill=$(echo "$built" | sed -n "s/.*attn_${kernel}_mma: \([0-9]*\) bytes spill.*/\1/p")
         if [ "$table" != "$kind" ] && [ -n "$built" ] && [ "${spill:-0}" -gt "$f32_spill" ]; then

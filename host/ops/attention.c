@@ -349,50 +349,56 @@ static clkit_status pick_kernels(clkit_context *ctx, const problem *p, int bwd, 
 /* ---- tensor cores ---- */
 
 /* Rows held (BLOCK_M), rows streamed (BLOCK_N) and warps of one of cl/attention.cl's mma
-   kernels, and the largest head dim it serves (0: any). */
+   kernels, the largest head dim it serves (0: any), and whether the held rows stay in local
+   memory (HELD_LOCAL) instead of registers. */
 typedef struct mma_tiles {
-    int bm, bn, warps, max_d;
+    int bm, bn, warps, max_d, held_local;
 } mma_tiles;
 
 enum { MMA_FWD, MMA_DKDV, MMA_DQ };
 
 /* Fastest first (H100, causal, D 64 and 128), each kernel its own: each warp holds 16 or 32
    rows. */
-static const mma_tiles mma_fwd[] = {{128, 64, 4, 0}, {64, 64, 4, 0}, {64, 32, 4, 0}};
-static const mma_tiles mma_dkdv[] = {{64, 32, 4, 0}, {64, 16, 4, 0}, {32, 16, 2, 0}};
-static const mma_tiles mma_dq[] = {{128, 32, 4, 0}, {64, 32, 4, 0}, {64, 16, 4, 0}};
+static const mma_tiles mma_fwd[] = {{128, 64, 4, 0, 0}, {64, 64, 4, 0, 0}, {64, 32, 4, 0, 0}};
+static const mma_tiles mma_dkdv[] = {{64, 32, 4, 0, 0}, {64, 16, 4, 0, 0}, {32, 16, 2, 0, 0}};
+static const mma_tiles mma_dq[] = {{128, 32, 4, 0, 0}, {64, 32, 4, 0, 0}, {64, 16, 4, 0, 0}};
 /* f32 (3xTF32) holds twice the fragment registers and splits every operand: only these
    tiles assemble with no more than MMA_F32_SPILL bytes of spills, by head dim (ptxas for
-   sm_90; tests/compile_nvptx.sh holds them to it). At D 128 (H100, 32x4x1024x128 causal):
-   the forward's 128 x 16 on 8 warps (64 KiB of local memory: sm_90 only) is 1-5 % faster than
-   64 x 16 on 4, and dQ's 64 x 16 (152 bytes of spills) 1.25x the portable backward; dK and dV
-   stay portable there, where their accumulators alone fill 128 registers. */
-#define MMA_F32_SPILL 256
-static const mma_tiles mma_fwd_f32[] = {{64, 32, 4, 64}, {128, 16, 8, 128}, {64, 16, 4, 128}};
-static const mma_tiles mma_dkdv_f32[] = {{64, 32, 4, 32}, {64, 16, 4, 64}};
-static const mma_tiles mma_dq_f32[] = {{64, 32, 4, 64}, {64, 16, 4, 128}};
+   sm_90; tests/compile_nvptx.sh holds them to it). At D 128 the held rows would take half
+   the registers, so there they stay in local memory (the last field), which sm_90 has room
+   for beside the streamed tiles; where it has not (sm_80), the forward and dQ hold them in
+   registers at narrower tiles, and dK/dV, whose two accumulators alone fill 128 registers,
+   stays portable. */
+#define MMA_F32_SPILL 320
+static const mma_tiles mma_fwd_f32[] = {{64, 32, 4, 64, 0}, {128, 32, 8, 128, 1}, {64, 16, 4, 128, 0}};
+static const mma_tiles mma_dkdv_f32[] = {{64, 32, 4, 32, 0}, {64, 16, 4, 64, 0}, {64, 16, 4, 128, 1}};
+static const mma_tiles mma_dq_f32[] = {{64, 32, 4, 64, 0}, {64, 16, 4, 128, 1}, {64, 16, 4, 128, 0}};
 
 /* Registers a lane keeps in fragments and accumulators (each FRAG_M = bm / warps / 16 rows
-   of 16): held A fragments (d / 4 each for 16-bit elements, d / 2 for f32), head-dimension
+   of 16): held A fragments (d / 4 each for 16-bit elements, d / 2 for f32; none when they
+   stay in local memory), head-dimension
    accumulators (d / 2 each) and score accumulators (bn / 2 each). Beyond MMA_REGISTERS ptxas
    spills (sm_80 and sm_90). */
 #define MMA_REGISTERS 208
 
 static int mma_registers(const mma_tiles *t, int d, size_t es, int kernel)
 {
-    int frag_m = t->bm / t->warps / 16, held = d * (int)es / 8, out = d / 2, scores = t->bn / 2;
+    int frag_m = t->bm / t->warps / 16, held = t->held_local ? 0 : d * (int)es / 8;
+    int out = d / 2, scores = t->bn / 2;
     if (kernel == MMA_FWD) return frag_m * (held + out + scores);
     return frag_m * (2 * held + (kernel == MMA_DKDV ? 2 : 1) * out + 2 * scores);
 }
 
-/* Local memory, bytes: the forward's q tile or its K and V; the backward's two held tiles, or
-   two stages of two streamed tiles (with their rows' lse and delta for dK/dV). */
+/* Local memory, bytes: the held tiles (the forward's q; the backward's two), or the streamed
+   ones that take their place once read (the forward's K and V; two stages of two tiles for
+   the backward, with their rows' lse and delta for dK/dV); both when the held ones stay. */
 static uint64_t mma_local(const mma_tiles *t, int d, size_t es, int kernel)
 {
     uint64_t row = (uint64_t)d * es, bm = (uint64_t)t->bm, bn = (uint64_t)t->bn;
-    if (kernel == MMA_FWD) return (bm > 2 * bn ? bm : 2 * bn) * row;
-    uint64_t stages = 2 * (2 * bn * row + (kernel == MMA_DKDV ? 8 * bn : 0));
-    return 2 * bm * row > stages ? 2 * bm * row : stages;
+    uint64_t held = (kernel == MMA_FWD ? 1 : 2) * bm * row;
+    uint64_t streamed = kernel == MMA_FWD ? 2 * bn * row : 2 * (2 * bn * row + (kernel == MMA_DKDV ? 8 * bn : 0));
+    if (t->held_local) return held + streamed;
+    return held > streamed ? held : streamed;
 }
 
 /* The first legal tile of the kernel's list (by element size) for head dim d; 0 when none is. */
@@ -451,9 +457,9 @@ static clkit_status build_mma(clkit_context *ctx, const problem *p, int bwd, con
                               const char *name, cl_kernel *k, plan *out, int *used)
 {
     char opts[512];
-    snprintf(opts, sizeof opts, "%s -D %s -D HEAD_DIM=%d -D BLOCK_M=%d -D BLOCK_N=%d -D WARPS=%d",
+    snprintf(opts, sizeof opts, "%s -D %s -D HEAD_DIM=%d -D BLOCK_M=%d -D BLOCK_N=%d -D WARPS=%d%s",
              clkit_dtype_macro(p->dtype), bwd ? "ATTN_BWD" : "ATTN_FWD", (int)p->d, t->bm, t->bn,
-             t->warps);
+             t->warps, t->held_local ? " -D HELD_LOCAL" : "");
     clkit_status s = clkit_get_kernel(ctx, "attention.cl", name, opts, k);
     if (s == CLKIT_ERR_BUILD) {
         clkit_log(CLKIT_LOG_WARN, "tensor-core attention failed to build, using the portable "
