@@ -76,6 +76,11 @@ size_t clkit_persistent_groups(const struct clkit_device_props *p, unsigned occu
     return g ? (size_t)g : 1;
 }
 
+int clkit_grid_starves(const struct clkit_device_props *p, uint64_t groups, uint64_t alternative)
+{
+    return groups < p->compute_units && alternative > groups;
+}
+
 /* Values a work-item holds per row (on chip) or per step (online). On GPUs, measured on an
    H200 (4096 x N, f32): NVIDIA's compiler gives a work-item about 3 registers per held value
    and cannot be told to use fewer (-cl-nv-maxrregcount is accepted and ignored), so occupancy

@@ -40,4 +40,9 @@ clkit_softmax_plan clkit_softmax_heuristic(const struct clkit_device_props *p, i
 /* Persistent grid: work-groups = compute units x occupancy, never more than the tasks. */
 size_t clkit_persistent_groups(const struct clkit_device_props *p, unsigned occupancy, uint64_t tasks);
 
+/* Whether a grid of `groups` work-groups leaves compute units idle where one of `alternative`
+   groups would not: a tuned config borrowed from a larger shape whose tiles are too big for
+   this one. */
+int clkit_grid_starves(const struct clkit_device_props *p, uint64_t groups, uint64_t alternative);
+
 #endif

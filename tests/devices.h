@@ -17,6 +17,7 @@ static inline struct clkit_device_props dev_h100(void)
     p.global_mem = 85ull << 30;
     p.max_alloc = 21ull << 30;
     p.local_mem = 48 << 10;
+    p.local_mem_static = 226 << 10; /* static __local arrays on sm_90 */
     p.max_work_group = 1024;
     p.warp = 32;
     p.registers = 65536;
@@ -37,7 +38,7 @@ static inline struct clkit_device_props dev_mi300x(void)
     p.compute_units = 304;
     p.global_mem = 192ull << 30;
     p.max_alloc = 150ull << 30;
-    p.local_mem = 64 << 10;
+    p.local_mem = p.local_mem_static = 64 << 10;
     p.max_work_group = 1024;
     p.warp = 64;
     p.simd_per_cu = 4;
@@ -56,7 +57,7 @@ static inline struct clkit_device_props dev_rdna3(void)
     p.compute_units = 48;
     p.global_mem = 24ull << 30;
     p.max_alloc = 20ull << 30;
-    p.local_mem = 64 << 10;
+    p.local_mem = p.local_mem_static = 64 << 10;
     p.max_work_group = 1024;
     p.warp = 32;
     p.simd_per_cu = 8;
@@ -73,7 +74,7 @@ static inline struct clkit_device_props dev_pocl(void)
     p.compute_units = 2;
     p.global_mem = 20ull << 30;
     p.max_alloc = 8ull << 30;
-    p.local_mem = 4 << 20;
+    p.local_mem = p.local_mem_static = 4 << 20;
     p.max_work_group = 4096;
     p.warp = 1;
     p.fp16 = p.fp64 = 1;

@@ -69,6 +69,19 @@ START_TEST(occupancy)
 }
 END_TEST
 
+/* A borrowed config starves the device only when it leaves compute units idle and the
+   alternative has more groups: 1024^3 in 256 x 128 tiles (32 groups) against 128 x 128 (64). */
+START_TEST(starving_grids)
+{
+    struct clkit_device_props h = dev_h100();
+    ck_assert(clkit_grid_starves(&h, 32, 64));
+    ck_assert(!clkit_grid_starves(&h, 32, 32));
+    ck_assert(!clkit_grid_starves(&h, 32, 16));
+    ck_assert(!clkit_grid_starves(&h, 132, 1024));
+    ck_assert(!clkit_grid_starves(&h, 512, 1024));
+}
+END_TEST
+
 /* Every row length from 1 to 2^22 and every kernel limit: the group fits the device and the
    kernel, holds whole warps when it can, and the plan covers the row. */
 START_TEST(softmax_plans)
@@ -108,6 +121,7 @@ int main(void)
     tcase_add_test(tc, stream_work_group);
     tcase_add_test(tc, stream_groups);
     tcase_add_test(tc, occupancy);
+    tcase_add_test(tc, starving_grids);
     tcase_add_test(tc, softmax_plans);
     suite_add_tcase(s, tc);
     return tu_run(s);
