@@ -506,14 +506,16 @@ typedef ushort raw_t;
 #define TILE_BYTES(rows) ((rows) * HEAD_DIM * ESIZE)
 #if defined(DTYPE_F32)
 /* f32 as 3xTF32 (CUTLASS's "fast f32", which torch's f32 attention runs on these GPUs): each
-   operand x splits into big = tf32(x) and small = tf32(x - big), and a b is taken as
-   a_small b_big + a_big b_small + a_big b_big, the small terms first. What is dropped
-   (a_small b_small and the rounding of the small parts) is about 2^-22 of each product, near
-   f32's own rounding, for three mma where f16 takes one. */
+   operand x splits into big, x with the 13 mantissa bits TF32 lacks cleared, and small =
+   x - big (exact in f32), and a b is taken as a_small b_big + a_big b_small + a_big b_big,
+   the small terms first. The mma reads only the TF32 bits of small, so what is dropped
+   (a_small b_small and small's low bits) is about 2^-20 of each product. Two plain
+   instructions an element: rounding both parts with cvt.rna.tf32 instead (2^-22) made the
+   kernels 1.3-1.6x slower on an H100, the conversions being their bottleneck. */
 INLINE void split(uint *big, uint *small, const uint *x, int n)
 {
     for (int i = 0; i < n; i++)
-        big[i] = nv_tf32(x[i]), small[i] = nv_tf32(as_uint(as_float(x[i]) - as_float(big[i])));
+        big[i] = x[i] & 0xffffe000u, small[i] = as_uint(as_float(x[i]) - as_float(big[i]));
 }
 #define MMA3(d, ab, as, bb, bs) (nv_mma_tf32(d, as, bb), nv_mma_tf32(d, ab, bs), nv_mma_tf32(d, ab, bb))
 #else

@@ -366,13 +366,13 @@ static const mma_tiles mma_dq[] = {{128, 32, 4, 0, 0}, {64, 32, 4, 0, 0}, {64, 1
    tiles assemble with no more than MMA_F32_SPILL bytes of spills, by head dim (ptxas for
    sm_90; tests/compile_nvptx.sh holds them to it). At D 128 the held rows would take half
    the registers, so there they stay in local memory (the last field), which sm_90 has room
-   for beside the streamed tiles; where it has not (sm_80), the forward and dQ hold them in
-   registers at narrower tiles, and dK/dV, whose two accumulators alone fill 128 registers,
-   stays portable. */
+   for beside the streamed tiles; where it has not (sm_80), the forward holds them in
+   registers at a narrower tile and the backward stays portable (dK/dV's two accumulators
+   alone fill 128 registers; dQ spills 324 bytes). */
 #define MMA_F32_SPILL 320
 static const mma_tiles mma_fwd_f32[] = {{64, 32, 4, 64, 0}, {128, 32, 8, 128, 1}, {64, 16, 4, 128, 0}};
 static const mma_tiles mma_dkdv_f32[] = {{64, 32, 4, 32, 0}, {64, 16, 4, 64, 0}, {64, 16, 4, 128, 1}};
-static const mma_tiles mma_dq_f32[] = {{64, 32, 4, 64, 0}, {64, 16, 4, 128, 1}, {64, 16, 4, 128, 0}};
+static const mma_tiles mma_dq_f32[] = {{64, 32, 4, 64, 0}, {64, 16, 4, 128, 1}};
 
 /* Registers a lane keeps in fragments and accumulators (each FRAG_M = bm / warps / 16 rows
    of 16): held A fragments (d / 4 each for 16-bit elements, d / 2 for f32; none when they
