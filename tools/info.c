@@ -172,7 +172,8 @@ static void print_heuristics(const struct clkit_device_props *dev)
     printf("  attention f32: %s\n",
            dev->tensor_cores ? "tensor cores as 3xTF32 (f32-accurate products) under the same "
                                "conditions with 4-element-aligned strides, head dim <= 128 "
-                               "forward and dQ, <= 64 dK/dV, else portable kernels"
+                               "(backward <= 64 without sm_90's local memory), else portable "
+                               "kernels"
                              : off);
 }
 
