@@ -470,8 +470,8 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_bwd_dkdv(
 
    A work-group of WARPS warps holds BLOCK_M rows (queries in the forward and dQ kernels, keys
    in the dK/dV kernel), each warp 16 * FRAG_M of them as mma A fragments resident in
-   registers, and streams the other side BLOCK_N rows at a time through local memory by
-   cp.async. Every product is an m16n8k16 mma (m16n8k8 TF32 for f32) whose operands come from
+   registers (with HELD_LOCAL: in local memory, read at every step), and streams the other
+   side BLOCK_N rows at a time through local memory by cp.async. Every product is an m16n8k16 mma (m16n8k8 TF32 for f32) whose operands come from
    ldmatrix: the held rows times the streamed rows transposed (S = q k^T, dP = dO v^T and their
    transposes) reads the streamed rows as they are, and a product over the streamed rows (P V,
    dS K, P^T dO, dS^T q) reads them through ldmatrix.trans (f32: 4-byte reads). Scores never
