@@ -180,17 +180,20 @@ def cases(op, dtype, quick):
     return [make_case(op, t, hw) for t in dtypes for hw in images]
 
 
-def case_of(op, dtype, text):
-    """The case of one shape spelled as clkit's CSV spells it (`clkit bench --shapes`)."""
+def cases_of(op, dtype, text):
+    """The cases of one shape spelled as clkit's CSV spells it (`clkit bench --shapes`):
+    grayscale in u8 too, as clkit bench runs it."""
     body, *suffixes = text.split(".")
     dims = tuple(int(d) for d in body.split("x"))
     if op == "matmul":
-        return make_matmul(dtype, *dims, shared_b="bshared" in suffixes)
+        return [make_matmul(dtype, *dims, shared_b="bshared" in suffixes)]
     if op == "linear_cross_entropy":
-        return make_lce(dtype, *dims)
+        return [make_lce(dtype, *dims)]
     if op in ("attention", "attention_backward"):
-        return make_attention(op, dtype, *dims, causal="causal" in suffixes)
-    return make_case(op, dtype, dims, transposed="T" in suffixes)
+        return [make_attention(op, dtype, *dims, causal="causal" in suffixes)]
+    if op == "grayscale":
+        return [make_case(op, t, dims) for t in (["f32"] if dtype == "f32" else []) + ["u8"]]
+    return [make_case(op, dtype, dims, transposed="T" in suffixes)]
 
 
 # ---- clkit CSV ----
@@ -559,7 +562,7 @@ def main(argv):
         peers, peer_name = None, "no peers run"
     else:
         ops = OPS if args.op == "all" else FAMILIES.get(args.op, (args.op,))
-        todo = [case_of(op, args.dtype, text) for op in ops for text in args.shapes.split(",")] \
+        todo = [c for op in ops for text in args.shapes.split(",") for c in cases_of(op, args.dtype, text)] \
             if args.shapes else [c for op in ops for c in cases(op, args.dtype, args.quick)]
         try:
             peers = Peers(args.tf32)
