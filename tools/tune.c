@@ -23,6 +23,7 @@ typedef struct tune_result {
     char shape[48], config[256];
     double ms, flops, seconds;
     const char *failure;  /* NULL: tuned; else why not ("skipped: ...", "failed") */
+    int failed;           /* a failure, not a skip: the exit status says so */
 } tune_result;
 
 static void usage(FILE *f)
@@ -223,6 +224,7 @@ static void tune_one(clkit_context *ctx, op_problem *p, const tune_opts *o, tune
         snprintf(what, sizeof what, "tune %s %s", p->op->name, r->shape);
         tool_error(what, s, op_error());
         r->failure = "failed";
+        r->failed = 1;
         return;
     }
     r->ms = t->best_ms;
@@ -280,7 +282,7 @@ static int tune_all(clkit_context *ctx, const tune_opts *o, const op_def *op)
         tune_progress t = {.shape = &results[i], .index = i, .count = n,
                            .tty = isatty(STDERR_FILENO), .best_ms = INFINITY};
         tune_one(ctx, &p, o, &t, &results[i]);
-        if (results[i].failure && strncmp(results[i].failure, "skipped", 7)) rc = TOOL_EXIT_FAIL;
+        if (results[i].failed) rc = TOOL_EXIT_FAIL;
     }
     /* The title names the op and dtypes, which every problem shares. */
     print_results(results, n, &p, &dev);
