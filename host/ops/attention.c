@@ -380,9 +380,8 @@ static const mma_tiles mma_dq_f32[] = {{64, 32, 4, 64, 0}, {64, 16, 4, 128, 1}};
 
 /* Registers a lane keeps in fragments and accumulators (each FRAG_M = bm / warps / 16 rows
    of 16): held A fragments (d / 4 each for 16-bit elements, d / 2 for f32; none when they
-   stay in local memory), head-dimension
-   accumulators (d / 2 each) and score accumulators (bn / 2 each). Beyond MMA_REGISTERS ptxas
-   spills (sm_80 and sm_90). */
+   stay in local memory), head-dimension accumulators (d / 2 each) and score accumulators
+   (bn / 2 each). Beyond MMA_REGISTERS ptxas spills (sm_80 and sm_90). */
 #define MMA_REGISTERS 208
 
 static int mma_registers(const mma_tiles *t, int d, size_t es, int kernel)
