@@ -505,18 +505,8 @@ typedef ushort raw_t;
 #define NF (BLOCK_N / 8)          /* accumulator tiles across the streamed rows */
 #define TILE_BYTES(rows) ((rows) * HEAD_DIM * ESIZE)
 #if defined(DTYPE_F32)
-/* f32 as 3xTF32 (CUTLASS's "fast f32", which torch's f32 attention runs on these GPUs): each
-   operand x splits into big, x with the 13 mantissa bits TF32 lacks cleared, and small =
-   x - big (exact in f32), and a b is taken as a_small b_big + a_big b_small + a_big b_big,
-   the small terms first. The mma reads only the TF32 bits of small, so what is dropped
-   (a_small b_small and small's low bits) is about 2^-20 of each product. Two plain
-   instructions an element: rounding both parts with cvt.rna.tf32 instead (2^-22) made the
-   kernels 1.3-1.6x slower on an H100, the conversions being their bottleneck. */
-INLINE void split(uint *big, uint *small, const uint *x, int n)
-{
-    for (int i = 0; i < n; i++)
-        big[i] = x[i] & 0xffffe000u, small[i] = as_uint(as_float(x[i]) - as_float(big[i]));
-}
+/* f32 as 3xTF32 (nv_tf32_split), which torch's f32 attention also runs on these GPUs. */
+#define split nv_tf32_split
 #define MMA3(d, ab, as, bb, bs) (nv_mma_tf32(d, as, bb), nv_mma_tf32(d, ab, bs), nv_mma_tf32(d, ab, bb))
 #else
 /* 16-bit operands go to the mma as they are: split only copies, and MMA3 is one mma. */

@@ -397,7 +397,7 @@ __kernel __attribute__((reqd_work_group_size(SK_WG, 1, 1))) void matmul_skinny(O
 
 #if defined(WARPS_M)
 /* matmul_mma: NVIDIA tensor cores (sm_80+), f16 or bf16 operands, or f32 operands rounded to
-   TF32 when the caller allows it (MMA_TF32), f32 accumulators.
+   TF32 when the caller allows it (MMA_TF32), else as 3xTF32 (TF32X3), f32 accumulators.
    WARPS_M x WARPS_N warps share a BLOCK_M x BLOCK_N tile; each warp owns a
    (BLOCK_M / WARPS_M) x (BLOCK_N / WARPS_N) piece as 16 x 8 mma tiles held in registers.
    K is walked in BLOCK_K slices through a ring of STAGES local buffers filled by cp.async:
@@ -479,16 +479,24 @@ INLINE void copy_tile(__local uchar *tile, __global const ELEM_T *base, long row
 }
 
 #if defined(MMA_TF32)
+/* An f32 operand as the mma takes it: rounded to the nearest TF32, or whole for the split of
+   3xTF32 (mma_step). */
+#if defined(TF32X3)
+#define TF32_IN(x) (x)
+#else
+#define TF32_IN(x) nv_tf32(x)
+#endif
+
 /* The 32-bit word at (row, col) of a tile of `chunks` chunks a row, as an mma operand. */
 INLINE uint tile_word(__local const uchar *tile, int row, int col, int chunks)
 {
-    return nv_tf32(*(__local const uint *)(tile + nv_swizzle(row, col / 4, chunks) + (col % 4) * 4));
+    return TF32_IN(*(__local const uint *)(tile + nv_swizzle(row, col / 4, chunks) + (col % 4) * 4));
 }
 
 INLINE void round_tf32(uint *r, int n)
 {
     #pragma unroll
-    for (int i = 0; i < n; i++) r[i] = nv_tf32(r[i]);
+    for (int i = 0; i < n; i++) r[i] = TF32_IN(r[i]);
 }
 #endif
 
@@ -543,6 +551,30 @@ INLINE void load_b_frags(__local const uchar *tile, int wn, int kk, int lane, ui
     }
 }
 
+#if defined(TF32X3)
+/* f32 without TF32's rounding error: three TF32 products of split operands (nv_tf32_split),
+   each pass over every accumulator before the next so that no mma waits on the one before. */
+INLINE void mma_step(const uint af[FRAG_M][4], const uint bf[FRAG_N][2], float acc[FRAG_M][FRAG_N][4])
+{
+    uint ab[FRAG_M][4], as[FRAG_M][4], bb[FRAG_N][2], bs[FRAG_N][2];
+    #pragma unroll
+    for (int i = 0; i < FRAG_M; i++) nv_tf32_split(ab[i], as[i], af[i], 4);
+    #pragma unroll
+    for (int j = 0; j < FRAG_N; j++) nv_tf32_split(bb[j], bs[j], bf[j], 2);
+    #pragma unroll
+    for (int i = 0; i < FRAG_M; i++)
+        #pragma unroll
+        for (int j = 0; j < FRAG_N; j++) nv_mma_tf32(acc[i][j], as[i], bb[j]);
+    #pragma unroll
+    for (int i = 0; i < FRAG_M; i++)
+        #pragma unroll
+        for (int j = 0; j < FRAG_N; j++) nv_mma_tf32(acc[i][j], ab[i], bs[j]);
+    #pragma unroll
+    for (int i = 0; i < FRAG_M; i++)
+        #pragma unroll
+        for (int j = 0; j < FRAG_N; j++) nv_mma_tf32(acc[i][j], ab[i], bb[j]);
+}
+#else
 INLINE void mma_step(const uint af[FRAG_M][4], const uint bf[FRAG_N][2], float acc[FRAG_M][FRAG_N][4])
 {
     #pragma unroll
@@ -550,6 +582,7 @@ INLINE void mma_step(const uint af[FRAG_M][4], const uint bf[FRAG_N][2], float a
         #pragma unroll
         for (int j = 0; j < FRAG_N; j++) MMA(acc[i][j], af[i], bf[j]);
 }
+#endif
 
 INLINE void copy_slice(__local uchar *as, __local uchar *bs, __global const ELEM_T *a,
                        __global const ELEM_T *b, long a_sm, long a_sk, long b_sk, long b_sn,

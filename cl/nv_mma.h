@@ -100,6 +100,19 @@ NV_INLINE uint nv_tf32(uint x)
     return r;
 }
 
+/* f32 as 3xTF32 (CUTLASS's "fast f32"): each operand x splits into big, x with the 13
+   mantissa bits TF32 lacks cleared, and small = x - big (exact in f32), and a b is taken as
+   a_small b_big + a_big b_small + a_big b_big, the small terms first. The mma reads only the
+   TF32 bits of small, so what is dropped (a_small b_small and small's low bits) is at most
+   2^-19 of each product, about 2^-20 typically. Two plain instructions an element: rounding
+   both parts with cvt.rna.tf32 instead (2^-22) made the attention kernels 1.3-1.6x slower on
+   an H100, the conversions being their bottleneck. */
+NV_INLINE void nv_tf32_split(uint *big, uint *small, const uint *x, int n)
+{
+    for (int i = 0; i < n; i++)
+        big[i] = x[i] & 0xffffe000u, small[i] = as_uint(as_float(x[i]) - as_float(big[i]));
+}
+
 /* Two f32 values rounded into one register of an mma A fragment (lo the lower column):
    how attention feeds its probabilities, still in accumulators, to the second product. */
 NV_INLINE uint nv_pack_f16x2(float lo, float hi)

@@ -161,10 +161,16 @@ typedef struct clkit_matmul_options {
        THREAD_M=4,THREAD_N=4,GROUP_M=8" (KERNEL 0 naive, 1 tiled, 2 register-blocked,
        3 skinny, 4 tensor cores: BLOCK_M, BLOCK_N, BLOCK_K, WARPS_M, WARPS_N, STAGES, GROUP_M). */
     const char *config;
-    /* Nonzero lets f32 operands run on NVIDIA tensor cores rounded to TF32 (10 mantissa bits,
-       f32 range, f32 accumulation), as PyTorch's allow_tf32: about 2^-11 relative error per
-       input instead of 2^-24. 0 (the default) keeps f32 exact to f32 accumulation. */
+    /* f32 operands on NVIDIA tensor cores. By default they run there as 3xTF32 (each operand
+       split into its TF32 part and the remainder, three TF32 products summed in f32): at most
+       2^-19 of each product is lost, about 2^-20 typically, against 2^-24 for an f32 FMA; over
+       a long K the f32 accumulation's own rounding is of the same order.
+       Nonzero allow_tf32 rounds each input to TF32 instead (10 mantissa bits, f32 range, f32
+       accumulation), as PyTorch's allow_tf32: about 2^-11 relative error per input, faster.
+       Nonzero exact_f32 keeps f32 off the tensor cores: every product an f32 FMA (the portable
+       kernels or CLBlast). Setting both is an error. */
     int allow_tf32;
+    int exact_f32;
 } clkit_matmul_options;
 
 /* alpha 1, beta 0, no activation, leaky slope 0.01, provider AUTO, no config. */
@@ -176,8 +182,8 @@ clkit_matmul_options clkit_matmul_defaults(void);
    f32, or for f16/bf16 inputs any of f32, f16, bf16. opt NULL: the defaults.
    On NVIDIA GPUs of compute capability 8.0 and later, f16/bf16 operands go through the tensor
    cores (mma.sync) when each has a unit-stride dimension and its other strides and offset are
-   multiples of 8 elements (f32 operands under allow_tf32: multiples of 4); other operands, and
-   every other device, take the portable kernels. */
+   multiples of 8 elements (f32 operands: multiples of 4, unless exact_f32); other operands,
+   and every other device, take the portable kernels. */
 clkit_status clkit_matmul(clkit_context *ctx, const clkit_tensor *a, const clkit_tensor *b,
                           const clkit_tensor *c, const clkit_matmul_options *opt);
 

@@ -4,7 +4,7 @@
 # ptxas for sm_80 and sm_90. Catches a broken fast path without a GPU: PTX syntax, operand
 # constraints, registers and spills (printed per kernel). The configurations are the
 # tensor-core tiles of host/ops/matmul.c (its mma_shapes table in both 16-bit dtypes, its
-# tf32_shapes table with f32 operands) in every operand layout, and those of host/ops/attention.c
+# tf32_shapes table with f32 operands, TF32 and 3xTF32) in every operand layout, and those of host/ops/attention.c
 # (mma_fwd, mma_dkdv, mma_dq in both 16-bit dtypes; their _f32 tables in f32) for each head dim
 # they serve whose tiles fit the architecture's local memory. Prints "nvptx-compile: N passed,
 # M failed"; exits nonzero on any failure.
@@ -66,7 +66,7 @@ build() {
 }
 
 # matmul TABLE DTYPE: each tile of host/ops/matmul.c's TABLE with DTYPE operands (F16, or F32
-# through TF32) in every operand layout into f32, for sm_80 and sm_90; F16 tiles also bf16 -> bf16
+# through TF32 and through 3xTF32) in every operand layout into f32, for sm_80 and sm_90; F16 tiles also bf16 -> bf16
 matmul() {
   local tiles tile
   tiles=$(table "$root/host/ops/matmul.c" "$1")
@@ -78,10 +78,12 @@ matmul() {
       [ "$((st * (bm + bn) * bk * $([ "$2" = F32 ] && echo 4 || echo 2)))" -le "$(local_limit "$sm")" ] || continue
       for layout in "1 0" "1 1" "0 0" "0 1"; do
         read -r ak bn_ <<<"$layout"
-        # shellcheck disable=SC2086 # $tile is a list of flags
-        build "${bm}x${bn}x${bk} w${wm}x${wn} s$st $2 A_KMAJOR=$ak B_NMAJOR=$bn_" "$sm" matmul.cl $tile \
-          -D A_DTYPE="$2" -D B_DTYPE="$2" -D C_DTYPE=F32 -D A_KMAJOR="$ak" -D B_NMAJOR="$bn_" \
-          $([ "$2" = F32 ] && echo -D MMA_TF32)
+        for math in $([ "$2" = F32 ] && echo "TF32 TF32X3" || echo "$2"); do
+          # shellcheck disable=SC2086,SC2046 # $tile is a list of flags; the TF32 flags too
+          build "${bm}x${bn}x${bk} w${wm}x${wn} s$st $math A_KMAJOR=$ak B_NMAJOR=$bn_" "$sm" matmul.cl $tile \
+            -D A_DTYPE="$2" -D B_DTYPE="$2" -D C_DTYPE=F32 -D A_KMAJOR="$ak" -D B_NMAJOR="$bn_" \
+            $([ "$2" = F32 ] && echo -D MMA_TF32) $([ "$math" = TF32X3 ] && echo -D TF32X3)
+        done
       done
       [ "$2" = F16 ] || continue
       # shellcheck disable=SC2086

@@ -81,6 +81,13 @@ static double check_run(clkit_context *ctx, const run *r, const char *what)
     TU_CHECK(clkit_matmul(ctx, &a.t, &b.t, &c.t, &r->opt));
     tu_read(ctx, c.buf, r->out, c.len, got);
     double eps = 0x1p-23; /* f32 accumulation whatever the input dtype */
+    /* f32 operands that may take the tensor cores run there as 3xTF32 by default, which
+       loses up to 2^-19 of each product: 2^-20 an input in the bound below. */
+    struct clkit_device_props props;
+    TU_CHECK(clkit_device_props(ctx, &props));
+    double in_rtol = r->in_rtol;
+    if (r->in == CLKIT_F32 && props.tensor_cores && !r->opt.allow_tf32 && !r->opt.exact_f32)
+        in_rtol = 0x1p-20;
     double out_rtol = r->out == CLKIT_F32 ? 0 : r->out == CLKIT_F16 ? 0x1p-10 : 0x1p-7;
     double worst = 0;
     for (size_t i = 0; i < c.len; i++) {
@@ -90,7 +97,7 @@ static double check_run(clkit_context *ctx, const run *r, const char *what)
         int64_t col = r->lc == 'n' ? rem % c.r.s[1] : rem / c.r.s[2];
         int inside = e >= 0 && z < bt && row < r->m && col < r->n;
         double abs_sum = inside ? mag[(z * r->m + row) * r->n + col] : 0;
-        double tol = inside ? ((4.0 * (double)(r->k + 2) * eps + 2.0 * r->in_rtol) * abs_sum +
+        double tol = inside ? ((4.0 * (double)(r->k + 2) * eps + 2.0 * in_rtol) * abs_sum +
                                out_rtol * fabs(want[i]) + 1e-30)
                             : 0;
         if (inside && abs_sum > 0 && fabs(got[i] - want[i]) / abs_sum > worst)
@@ -313,12 +320,14 @@ START_TEST(tensor_cores)
 }
 END_TEST
 
-/* f32 operands under allow_tf32. With tensor cores: every TF32 tile the tuner may pick in each
+/* f32 operands on the tensor cores. With them: every TF32 tile the tuner may pick in each
    operand layout, edges that cut 4-element chunks, batches with broadcast, alpha, beta and
-   activations, and the default choice, each within the TF32 rounding bound (2^-11 an input)
-   and measurably off exact f32 (the path ran: f32 accumulation alone stays near 2^-24);
-   unaligned operands and allow_tf32 0 exact, and a forced tensor-core config refused without
-   allow_tf32. Without tensor cores, allow_tf32 changes nothing: exact f32. */
+   activations, and the default choice, under allow_tf32 within the TF32 rounding bound
+   (2^-11 an input) and measurably off exact f32 (the path ran: f32 accumulation alone stays
+   near 2^-24), and by default as 3xTF32 within its bound (2^-20 an input) and far inside
+   TF32's; exact_f32 and unaligned operands exact, a forced tensor-core config refused under
+   exact_f32, and exact_f32 with allow_tf32 refused. Without tensor cores both options change
+   nothing: exact f32. */
 START_TEST(tf32)
 {
     clkit_context *ctx = tu_ctx();
@@ -348,6 +357,10 @@ START_TEST(tf32)
             snprintf(what, sizeof what, "tf32 %s %lldx%lldx%lld %c%c", configs[i], (long long)r.m,
                      (long long)r.n, (long long)r.k, r.la, r.lb);
             ck_assert_msg(check_run(ctx, &r, what) > 0x1p-20, "%s: exact f32, not TF32", what);
+            r.opt.allow_tf32 = 0, r.in_rtol = 0;
+            snprintf(what, sizeof what, "3xtf32 %s %lldx%lldx%lld %c%c", configs[i], (long long)r.m,
+                     (long long)r.n, (long long)r.k, r.la, r.lb);
+            ck_assert_msg(check_run(ctx, &r, what) < 0x1p-16, "%s: TF32's error, not 3xTF32's", what);
         }
     for (int variant = 0; variant < 4; variant++) {
         run r = basic(96, 72, 40);
@@ -358,14 +371,19 @@ START_TEST(tf32)
         r.opt.leaky_slope = 0.1f;
         double err = check_run(ctx, &r, "tf32: default choice, batched");
         if (tc) ck_assert_msg(err > 0x1p-20, "tf32 default choice: exact f32, not TF32");
+        r.opt.allow_tf32 = 0, r.in_rtol = 0;
+        ck_assert_msg(check_run(ctx, &r, "3xtf32: default choice, batched") < 0x1p-16,
+                      "3xtf32 default choice: TF32's error");
     }
     run exact = basic(96, 72, 40), ragged = basic(96, 72, 40);
-    exact.aligned = 1;
+    exact.aligned = 1, exact.opt.exact_f32 = 1;
     ragged.opt.allow_tf32 = 1; /* strides of odd element counts: no 16-byte chunks */
-    check_run(ctx, &exact, "tf32 off: exact f32");
+    check_run(ctx, &exact, "exact_f32: exact f32");
     check_run(ctx, &ragged, "tf32 on unaligned operands: exact f32");
     exact.opt.config = configs[0];
     operand a = make(ctx, CLKIT_F32, 0, 64, 64, 'n', 0, 0, 1), c = make(ctx, CLKIT_F32, 0, 64, 64, 'n', 0, 0, 2);
+    TU_EXPECT(CLKIT_ERR_INVALID_VALUE, clkit_matmul(ctx, &a.t, &a.t, &c.t, &exact.opt));
+    exact.opt.config = NULL, exact.opt.allow_tf32 = 1;
     TU_EXPECT(CLKIT_ERR_INVALID_VALUE, clkit_matmul(ctx, &a.t, &a.t, &c.t, &exact.opt));
     drop(&a), drop(&c);
     clkit_context_release(ctx);

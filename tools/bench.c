@@ -20,15 +20,15 @@ static const measure_budget quick_budget = {5, 20, 250, 5, 30, 0};
 typedef struct bench_opts {
     const char *device, *op, *plot, *shapes;
     clkit_dtype dtype;
-    int quick, reps, tf32;
+    int quick, reps, tf32, exact_f32;
     out_format format;
     uint64_t flush;  /* bytes written between repeats */
 } bench_opts;
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: clkit bench [--op NAME|all] [--dtype f32|f16|bf16] [--tf32] [--quick]\n"
-               "                   [--shapes LIST] [--reps N] [--csv | --json] [--plot FILE.png]\n"
+    fprintf(f, "usage: clkit bench [--op NAME|all] [--dtype f32|f16|bf16] [--tf32 | --exact-f32]\n"
+               "                   [--quick] [--shapes LIST] [--reps N] [--csv | --json] [--plot FILE.png]\n"
                "                   [--device D]\n"
                "\n"
                "Times each op over the tutorials' sizes: add, dropout and copy n = 2^12 .. 2^27\n"
@@ -72,6 +72,8 @@ static void usage(FILE *f)
                "               grayscale runs u8 too; matmul writes f32 whatever its inputs\n"
                "  --tf32       matmul with f32 inputs may round them to TF32 on the tensor cores\n"
                "               (allow_tf32 of clkit_matmul_options; a no-op elsewhere)\n"
+               "  --exact-f32  matmul with f32 inputs keeps them off the tensor cores, where\n"
+               "               they otherwise run as 3xTF32 (exact_f32 of clkit_matmul_options)\n"
                "  --quick      a few small sizes: seconds on a CPU\n"
                "  --shapes L   only these comma-separated shapes of the --op, spelled as the\n"
                "               CSV's shape column: 4096x8192 (rows x cols), MxNxK[xBATCH]\n"
@@ -114,7 +116,8 @@ static int parse(int argc, char **argv, bench_opts *o)
         {"csv", no_argument, NULL, 'c'},         {"json", no_argument, NULL, 'j'},
         {"plot", required_argument, NULL, 'p'},  {"device", required_argument, NULL, 'd'},
         {"tf32", no_argument, NULL, 'f'},        {"help", no_argument, NULL, 'h'},
-        {"shapes", required_argument, NULL, 's'}, {NULL, 0, NULL, 0},
+        {"shapes", required_argument, NULL, 's'}, {"exact-f32", no_argument, NULL, 'x'},
+        {NULL, 0, NULL, 0},
     };
     memset(o, 0, sizeof *o);
     int c, t, formats = 0;
@@ -129,6 +132,7 @@ static int parse(int argc, char **argv, bench_opts *o)
         case 'q': o->quick = 1; break;
         case 's': o->shapes = optarg; break;
         case 'f': o->tf32 = 1; break;
+        case 'x': o->exact_f32 = 1; break;
         case 'r':
             if ((o->reps = atoi(optarg)) <= 0) return bad_usage("--reps takes a positive count");
             break;
@@ -265,7 +269,7 @@ static int bench_dtype(bench_run *run, const op_def *op, clkit_dtype dtype)
                 n == 1 ? "" : "s");
     for (int i = 0; i < n; i++) {
         op_problem p = op_problem_make(op, dtype, shapes[i]);
-        p.allow_tf32 = run->o->tf32;
+        p.allow_tf32 = run->o->tf32, p.exact_f32 = run->o->exact_f32;
         /* New contexts cost 1.5 s each on NVIDIA's OpenCL: first calls, which need two,
            are measured on the first shape and on the targets' shapes only. */
         clkit_status s = bench_row(run, &p, i == 0 || shapes[i].target);

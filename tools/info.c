@@ -164,6 +164,11 @@ static void print_heuristics(const struct clkit_device_props *dev)
            dev->tensor_cores ? "tensor cores (mma.sync) when every operand has a unit-stride "
                                "dimension and 8-element-aligned strides, else portable kernels"
                              : off);
+    printf("  matmul with f32 operands: %s\n",
+           dev->tensor_cores ? "tensor cores as 3xTF32 (f32-accurate products) under the same "
+                               "conditions with 4-element-aligned strides, unless exact_f32, "
+                               "else portable kernels or CLBlast"
+                             : off);
     printf("  attention f16/bf16: %s\n",
            dev->tensor_cores ? "tensor cores (mma.sync) when q, k, v (and dO) have a contiguous "
                                "head dimension and 8-element-aligned strides, head dim <= 128 "

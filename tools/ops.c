@@ -146,6 +146,7 @@ static clkit_matmul_options matmul_options(const op_problem *p)
     clkit_matmul_options o = clkit_matmul_defaults();
     o.provider = p->provider;
     o.allow_tf32 = p->allow_tf32;
+    o.exact_f32 = p->exact_f32;
     if (p->shape.flags & OP_ACCUMULATE) {
         o.alpha = 1.5f;
         o.beta = -0.5f;

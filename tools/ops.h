@@ -43,6 +43,7 @@ typedef struct op_problem {
     clkit_dtype out_dtype;  /* of the output */
     clkit_provider provider;  /* whose kernels the call asks for (matmul) */
     int allow_tf32;           /* matmul: f32 inputs may take the TF32 tensor cores */
+    int exact_f32;            /* matmul: f32 inputs stay off the tensor cores (no 3xTF32) */
     op_shape shape;
     cl_mem buf[OP_MAX_SLOTS];
     clkit_tensor t[OP_MAX_SLOTS];

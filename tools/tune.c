@@ -11,7 +11,7 @@
 
 typedef struct tune_opts {
     const char *device, *op, *shapes, *export_to, *import_from;
-    int standard, tf32;
+    int standard, tf32, exact_f32;
     clkit_dtype dtype;
     int out_dtype;    /* -1: the op's default for the inputs */
     int transposed;   /* --layout as op_shape.transposed bits: nt = B, tn = A */
@@ -29,8 +29,9 @@ typedef struct tune_result {
 static void usage(FILE *f)
 {
     fprintf(f, "usage: clkit tune [--op NAME] (--shapes LIST | --standard) [--dtype f32|f16|bf16]\n"
-               "                  [--out-dtype f32|f16|bf16] [--layout nn|nt|tn|tt] [--tf32]\n"
-               "                  [--budget SECONDS] [--export FILE] [--import FILE] [--device D]\n"
+               "                  [--out-dtype f32|f16|bf16] [--layout nn|nt|tn|tt]\n"
+               "                  [--tf32 | --exact-f32] [--budget SECONDS] [--export FILE]\n"
+               "                  [--import FILE] [--device D]\n"
                "\n"
                "Times every candidate configuration of the op on each shape (candidate i of n,\n"
                "its config and time, and the best so far on stderr) and stores the fastest in\n"
@@ -58,6 +59,9 @@ static void usage(FILE *f)
                "                   write their own dtype)\n"
                "  --tf32           f32 inputs may round to TF32 on the tensor cores (matmul's\n"
                "                   allow_tf32: calls that set it find these entries)\n"
+               "  --exact-f32      f32 inputs stay off the tensor cores, where they otherwise\n"
+               "                   run as 3xTF32 (matmul's exact_f32: calls that set it find\n"
+               "                   these entries)\n"
                "  --layout L       nn (default), nt (B stored transposed, as (N, K)), tn (A as\n"
                "                   (K, M)) or tt\n"
                "  --budget S       stop trying candidates of a shape after S seconds, keeping\n"
@@ -102,7 +106,7 @@ static int parse(int argc, char **argv, tune_opts *o)
         {"budget", required_argument, NULL, 'b'},  {"export", required_argument, NULL, 'e'},
         {"import", required_argument, NULL, 'i'},  {"device", required_argument, NULL, 'd'},
         {"tf32", no_argument, NULL, 'f'},          {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"exact-f32", no_argument, NULL, 'x'},     {NULL, 0, NULL, 0},
     };
     memset(o, 0, sizeof *o);
     o->op = "matmul";
@@ -115,6 +119,7 @@ static int parse(int argc, char **argv, tune_opts *o)
         case 's': o->shapes = optarg; break;
         case 'S': o->standard = 1; break;
         case 'f': o->tf32 = 1; break;
+        case 'x': o->exact_f32 = 1; break;
         case 't':
             if ((t = float_dtype(optarg)) < 0) return bad_usage("--dtype takes f32, f16 or bf16");
             o->dtype = (clkit_dtype)t;
@@ -237,7 +242,7 @@ static op_problem tune_problem(const tune_opts *o, const op_def *op, const op_sh
 {
     op_problem p = op_problem_make(op, o->dtype, *shape);
     if (o->out_dtype >= 0) p.out_dtype = (clkit_dtype)o->out_dtype;
-    p.allow_tf32 = o->tf32;
+    p.allow_tf32 = o->tf32, p.exact_f32 = o->exact_f32;
     op_shape_text(&p, r->shape, sizeof r->shape);
     r->flops = op->flops ? op->flops(&p) : 0;
     /* The tuner writes a scratch copy of the output. */

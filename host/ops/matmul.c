@@ -20,6 +20,7 @@ typedef struct problem {
     clkit_matmul_options opt;
     int mma; /* the tensor-core kernel can take these operands on this device */
     int tf32; /* f32 operands the caller lets the tensor cores round to TF32 */
+    int exact; /* f32 operands the caller keeps off the tensor cores */
 } problem;
 
 clkit_matmul_options clkit_matmul_defaults(void)
@@ -91,8 +92,7 @@ static int mma_operand(int64_t unit_stride, int64_t unit_size, int64_t other, in
 
 static int mma_operands(const clkit_context *ctx, const problem *p)
 {
-    if (!ctx->props.tensor_cores || ctx->fast_path_failed || (p->a->dtype == CLKIT_F32 && !p->tf32))
-        return 0;
+    if (!ctx->props.tensor_cores || ctx->fast_path_failed || p->exact) return 0;
     int64_t chunk = 16 / (int64_t)clkit_dtype_size(p->a->dtype);
     int a_kmajor = p->as[1] != 1, b_nmajor = p->bs[1] != 1;
     int a = a_kmajor ? mma_operand(p->as[2], p->k, p->as[1], p->as[0], p->a_off, chunk)
@@ -124,7 +124,10 @@ static clkit_status validate(clkit_context *ctx, const clkit_tensor *a, const cl
     if ((unsigned)o->activation > CLKIT_ACT_LEAKY_RELU || (unsigned)o->provider > CLKIT_PROVIDER_CLBLAST)
         return clkit_fail(ctx, CLKIT_ERR_INVALID_VALUE, "unknown activation %d or provider %d",
                           (int)o->activation, (int)o->provider);
+    if (o->allow_tf32 && o->exact_f32)
+        return clkit_fail(ctx, CLKIT_ERR_INVALID_VALUE, "allow_tf32 and exact_f32 exclude each other");
     p->tf32 = a->dtype == CLKIT_F32 && o->allow_tf32;
+    p->exact = a->dtype == CLKIT_F32 && o->exact_f32;
     p->mma = mma_operands(ctx, p);
     return CLKIT_OK;
 }
@@ -271,7 +274,9 @@ static const int mma_shapes[][6] = {
    ring of 48 KiB holds half the k of the 16-bit tiles (H100 at 4096^3: 1.33, 1.42, 1.50 ms
    for the first three). 128 x 128 on four warps is left out: with the TF32 conversions its
    64 x 64 warp pieces spill at BLOCK_K 16. The last four need sm_90's larger rings; the
-   tuner took 128 x 128 x 32 on 8 warps, 4 stages, at 4096^3 (1.23 ms). */
+   tuner took 128 x 128 x 32 on 8 warps, 4 stages, at 4096^3 (1.23 ms). Default f32 (3xTF32,
+   three mma a product) runs the same tiles: the tuner took the first at 2048^3 - 8192^3
+   (70-76 TFLOP/s on an H100, cuBLAS's exact f32 52) and 64 x 64 x 32 at 1024^3. */
 static const int tf32_shapes[][6] = {
     {128, 256, 8, 2, 4, 4},  {128, 128, 16, 2, 4, 3}, {256, 128, 8, 4, 2, 4},
     {128, 64, 16, 2, 2, 4},  {64, 128, 16, 2, 2, 4},  {128, 128, 8, 2, 4, 6},
@@ -407,7 +412,7 @@ static void build_options(const problem *pr, const clkit_config *c, char *buf, s
     if (cfg(c, "KERNEL") == KERNEL_MMA) {
         clkit_dtype t = pr->a->dtype;
         snprintf(buf + used, n - (size_t)used, " -D A_KMAJOR=%d -D B_NMAJOR=%d%s", pr->as[1] != 1,
-                 pr->bs[1] != 1, t == CLKIT_BF16 ? " -D MMA_BF16" : t == CLKIT_F32 ? " -D MMA_TF32" : "");
+                 pr->bs[1] != 1, t == CLKIT_BF16 ? " -D MMA_BF16" : t != CLKIT_F32 ? "" : pr->tf32 ? " -D MMA_TF32" : " -D MMA_TF32 -D TF32X3");
         return;
     }
     if (cfg(c, "KERNEL") != KERNEL_BLOCKED) return;
@@ -567,7 +572,7 @@ static clkit_tune_key tune_key(const problem *pr)
     char la = pr->as[2] <= 1 ? 'n' : pr->as[1] <= 1 ? 't' : 'g';
     char lb = pr->bs[2] <= 1 ? 'n' : pr->bs[1] <= 1 ? 't' : 'g';
     snprintf(k.layout, sizeof k.layout, "%c%c%s%s%s", la, lb, pr->batch > 1 ? ".batched" : "",
-             pr->opt.activation != CLKIT_ACT_NONE ? ".act" : "", pr->tf32 ? ".tf32" : "");
+             pr->opt.activation != CLKIT_ACT_NONE ? ".act" : "", pr->tf32 ? ".tf32" : pr->exact ? ".exact" : "");
     k.shape[0] = pr->m, k.shape[1] = pr->n, k.shape[2] = pr->k, k.shape[3] = pr->batch;
     k.nshape = 4;
     return k;
