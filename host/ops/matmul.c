@@ -275,8 +275,9 @@ static const int mma_shapes[][6] = {
    for the first three). 128 x 128 on four warps is left out: with the TF32 conversions its
    64 x 64 warp pieces spill at BLOCK_K 16. The last four need sm_90's larger rings; the
    tuner took 128 x 128 x 32 on 8 warps, 4 stages, at 4096^3 (1.23 ms). Default f32 (3xTF32,
-   three mma a product) runs the same tiles: the tuner took the first at 2048^3 - 8192^3
-   (70-76 TFLOP/s on an H100, cuBLAS's exact f32 52) and 64 x 64 x 32 at 1024^3. */
+   three mma a product) runs the same tiles: the tuner took the first at 2048^3, 4096^3 and
+   8192^3 (59-64 TFLOP/s on an H100, cuBLAS's exact f32 50-52), 128 x 64 x 16 at 3072^3 and
+   64 x 64 x 32 at 1024^3. */
 static const int tf32_shapes[][6] = {
     {128, 256, 8, 2, 4, 4},  {128, 128, 16, 2, 4, 3}, {256, 128, 8, 4, 2, 4},
     {128, 64, 16, 2, 2, 4},  {64, 128, 16, 2, 2, 4},  {128, 128, 8, 2, 4, 6},
