@@ -618,36 +618,58 @@ INLINE void product_t(score_acc s, const held_frags a, __local const uchar *held
    accumulator tile kk becomes the A fragment with the step's k order permuted (k t is row
    2t, k t + 4 is row 2t + 1), so no value moves between lanes; the B values, a column of
    the streamed rows that ldmatrix cannot transpose at 32 bits, come by one 4-byte read each
-   (rows 2t and 2t + 1 of the swizzled tile fall in distinct banks). */
-INLINE void product_n(held_acc acc, const score_acc p, __local const uchar *tile, int lane)
+   (rows 2t and 2t + 1 of the swizzled tile fall in distinct banks).
+   The block's products go into a fresh tile that an f32 add takes into acc, as matmul's
+   3xTF32 does: the mma truncates the sum it adds into, and fed acc itself, across every block
+   of a long row, that drifted to 7e-6 relative error at L 4096 (torch's f32 attention 3e-7).
+   The forward's rescaling of acc rides on that add (acc = acc * alpha + sum, one fma). */
+INLINE void rescale_product(held_acc acc, const float alpha[FRAG_M][2], const score_acc p,
+                            __local const uchar *tile, int lane)
 {
     int g = lane / 4, t = lane % 4;
+    uint ab[NF][FRAG_M][4], as[NF][FRAG_M][4];
     #pragma unroll
-    for (int kk = 0; kk < NF; kk++) {
-        uint ab[FRAG_M][4], as[FRAG_M][4];
+    for (int kk = 0; kk < NF; kk++)
         #pragma unroll
         for (int i = 0; i < FRAG_M; i++) {
             uint a[4] = {as_uint(p[i][kk][0]), as_uint(p[i][kk][2]), as_uint(p[i][kk][1]), as_uint(p[i][kk][3])};
-            split(ab[i], as[i], a, 4);
+            split(ab[kk][i], as[kk][i], a, 4);
         }
+    #pragma unroll
+    for (int dj = 0; dj < DF; dj++) {
+        int c = dj * 2 + g / 4, w = (g % 4) * 4;
+        float sum[FRAG_M][4];
         #pragma unroll
-        for (int dj = 0; dj < DF; dj++) {
-            int c = dj * 2 + g / 4, w = (g % 4) * 4;
+        for (int i = 0; i < FRAG_M; i++) sum[i][0] = sum[i][1] = sum[i][2] = sum[i][3] = 0.0f;
+        #pragma unroll
+        for (int kk = 0; kk < NF; kk++) {
             uint f[2], fb[2], fs[2];
             f[0] = *(__local const uint *)(tile + nv_swizzle(kk * 8 + 2 * t, c, DCH) + w);
             f[1] = *(__local const uint *)(tile + nv_swizzle(kk * 8 + 2 * t + 1, c, DCH) + w);
             split(fb, fs, f, 2);
             #pragma unroll
-            for (int i = 0; i < FRAG_M; i++) MMA3(acc[i][dj], ab[i], as[i], fb, fs);
+            for (int i = 0; i < FRAG_M; i++) MMA3(sum[i], ab[kk][i], as[kk][i], fb, fs);
         }
+        #pragma unroll
+        for (int i = 0; i < FRAG_M; i++)
+            #pragma unroll
+            for (int e = 0; e < 4; e++) acc[i][dj][e] = fma(acc[i][dj][e], alpha[i][e / 2], sum[i][e]);
     }
 }
 #else
-/* acc += p x (streamed rows in tile), reducing over the streamed rows: p's accumulators
-   become A fragments (tiles 2kk and 2kk + 1 are the 16 columns of step kk). */
-INLINE void product_n(held_acc acc, const score_acc p, __local const uchar *tile, int lane)
+/* acc = acc * alpha (a factor a held row) + p x (streamed rows in tile), reducing over the
+   streamed rows: p's accumulators become A fragments (tiles 2kk and 2kk + 1 are the 16
+   columns of step kk). */
+INLINE void rescale_product(held_acc acc, const float alpha[FRAG_M][2], const score_acc p,
+                            __local const uchar *tile, int lane)
 {
     int q = lane / 8, r = lane % 8;
+    #pragma unroll
+    for (int i = 0; i < FRAG_M; i++)
+        #pragma unroll
+        for (int dj = 0; dj < DF; dj++)
+            #pragma unroll
+            for (int e = 0; e < 4; e++) acc[i][dj][e] *= alpha[i][e / 2];
     #pragma unroll
     for (int kk = 0; kk < NF / 2; kk++) {
         uint a[FRAG_M][4];
@@ -671,6 +693,15 @@ INLINE void product_n(held_acc acc, const score_acc p, __local const uchar *tile
     }
 }
 #endif
+
+/* acc += p x (streamed rows in tile): the backward's products, whose sums are not rescaled. */
+INLINE void product_n(held_acc acc, const score_acc p, __local const uchar *tile, int lane)
+{
+    float one[FRAG_M][2];
+    #pragma unroll
+    for (int i = 0; i < FRAG_M; i++) one[i][0] = one[i][1] = 1.0f;
+    rescale_product(acc, one, p, tile, lane);
+}
 
 /* Accumulator element e of tile (i, j): held row row0 + 16 i + 8 (e / 2), streamed row
    col0 + 8 j + e % 2, where row0 and col0 are the lane's. Sets to -inf the scores at or past
@@ -719,9 +750,11 @@ INLINE float quad_sum(float x) { x += nv_shfl_xor(x, 1); return x + nv_shfl_xor(
 
 #if defined(ATTN_FWD)
 /* One step of the online softmax on the accumulators: s (raw scores) becomes
-   P = 2^(s scale2 - m) with m the new row max; the lane's partial row sums l and the output
-   rows are rescaled by 2^(m_old - m_new). Half h of a tile's elements is row 8 h. */
-INLINE void softmax_acc(score_acc s, float m[FRAG_M][2], float l[FRAG_M][2], held_acc o, float scale2)
+   P = 2^(s scale2 - m) with m the new row max; the lane's partial row sums l are rescaled by
+   2^(m_old - m_new), and o_scale receives that factor for the output rows, which
+   rescale_product applies as it adds P V. Half h of a tile's elements is row 8 h. */
+INLINE void softmax_acc(score_acc s, float m[FRAG_M][2], float l[FRAG_M][2], float o_scale[FRAG_M][2],
+                        float scale2)
 {
     #pragma unroll
     for (int i = 0; i < FRAG_M; i++)
@@ -735,8 +768,7 @@ INLINE void softmax_acc(score_acc s, float m[FRAG_M][2], float l[FRAG_M][2], hel
             float base = m_new == -INFINITY ? 0.0f : m_new, alpha = exp2(m[i][h] - base);
             m[i][h] = m_new;
             l[i][h] *= alpha;
-            #pragma unroll
-            for (int dj = 0; dj < DF; dj++) o[i][dj][2 * h] *= alpha, o[i][dj][2 * h + 1] *= alpha;
+            o_scale[i][h] = alpha;
             #pragma unroll
             for (int j = 0; j < NF; j++)
                 #pragma unroll
@@ -787,13 +819,14 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_mma(
         product_t(s, qf, qs, wm, ks, lane);
         if (keys < BLOCK_N || (causal && n0 + BLOCK_N - 1 > m0))
             mask_acc(s, row0, n0 + col_lane, Lk, causal, 1);
-        softmax_acc(s, m, l, acc, scale2);
+        float o_scale[FRAG_M][2];
+        softmax_acc(s, m, l, o_scale, scale2);
         barrier(CLK_LOCAL_MEM_FENCE);
         if (next < n_end) copy_rows(ks, kg + next * k_st.s2, k_st.s2, BLOCK_N, min(BLOCK_N, Lk - next), tid);
         nv_cp_async_commit();
         NV_CP_ASYNC_WAIT(1);
         barrier(CLK_LOCAL_MEM_FENCE);
-        product_n(acc, s, vs, lane);
+        rescale_product(acc, o_scale, s, vs, lane);
         barrier(CLK_LOCAL_MEM_FENCE);
     }
 
