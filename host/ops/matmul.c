@@ -318,16 +318,19 @@ static clkit_config heuristic_config(const struct clkit_device_props *p, const p
         c = skinny(cols, (rows <= 4 ? 256 : 128) / cols, rows);
         if (config_legal(p, pr, &c)) return c;
     }
+    /* Short of a full wave, the tile with the most work-groups: the table is ordered by
+       speed, not size (H100 f32 256^3 on its last row, 2 work-groups: 0.37 TFLOP/s). */
     clkit_config best = {0};
     int found = 0;
+    uint64_t best_groups = 0;
     const int (*tiles)[6];
     size_t ntiles = mma_table(pr, &tiles);
     for (size_t i = 0; i < ntiles; i++) {
         clkit_config c = mma(tiles[i], 8);
         if (!config_legal(p, pr, &c)) continue;
-        best = c, found = 1;
-        if ((uint64_t)(ceil_div(pr->m, tiles[i][0]) * ceil_div(pr->n, tiles[i][1]) * pr->batch) >= want)
-            return c;
+        uint64_t groups = (uint64_t)(ceil_div(pr->m, tiles[i][0]) * ceil_div(pr->n, tiles[i][1]) * pr->batch);
+        if (groups >= want) return c;
+        if (groups > best_groups) best = c, best_groups = groups, found = 1;
     }
     if (found) return best;
     for (size_t i = 0; i < NSHAPES; i++) {
