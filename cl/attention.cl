@@ -505,7 +505,7 @@ typedef ushort raw_t;
 #define NF (BLOCK_N / 8)          /* accumulator tiles across the streamed rows */
 #define TILE_BYTES(rows) ((rows) * HEAD_DIM * ESIZE)
 #if defined(DTYPE_F32)
-/* f32 as 3xTF32 (nv_tf32_split), which torch's f32 attention also runs on these GPUs. */
+/* f32 as 3xTF32 (nv_tf32_split). */
 #define split nv_tf32_split
 #define MMA3(d, ab, as, bb, bs) (nv_mma_tf32(d, as, bb), nv_mma_tf32(d, ab, bs), nv_mma_tf32(d, ab, bb))
 #else

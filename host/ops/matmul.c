@@ -404,6 +404,16 @@ static const char *dtype_token(clkit_dtype t)
     return t == CLKIT_F16 ? "F16" : t == CLKIT_BF16 ? "BF16" : "F32";
 }
 
+/* The tensor-core kernel's arithmetic for these operands: f16 (the default), bf16, f32 rounded
+   to TF32 under allow_tf32, else f32 as 3xTF32. */
+static const char *mma_math(const problem *pr)
+{
+    clkit_dtype t = pr->a->dtype;
+    if (t == CLKIT_BF16) return " -D MMA_BF16";
+    if (t != CLKIT_F32) return "";
+    return pr->tf32 ? " -D MMA_TF32" : " -D MMA_TF32 -D TF32X3";
+}
+
 static void build_options(const problem *pr, const clkit_config *c, char *buf, size_t n)
 {
     char base[512];
@@ -414,9 +424,8 @@ static void build_options(const problem *pr, const clkit_config *c, char *buf, s
         snprintf(buf + used, n - (size_t)used, " -D VEC_B=%d",
                  operand_vec(pr->bs[2], pr->bs[1], pr->bs[0], pr->b_off, 4, 4));
     if (cfg(c, "KERNEL") == KERNEL_MMA) {
-        clkit_dtype t = pr->a->dtype;
         snprintf(buf + used, n - (size_t)used, " -D A_KMAJOR=%d -D B_NMAJOR=%d%s", pr->as[1] != 1,
-                 pr->bs[1] != 1, t == CLKIT_BF16 ? " -D MMA_BF16" : t != CLKIT_F32 ? "" : pr->tf32 ? " -D MMA_TF32" : " -D MMA_TF32 -D TF32X3");
+                 pr->bs[1] != 1, mma_math(pr));
         return;
     }
     if (cfg(c, "KERNEL") != KERNEL_BLOCKED) return;
