@@ -7,7 +7,8 @@
    registers (the two-pass variance, which unlike E[x^2] - E[x]^2 does not cancel when the
    mean is large against the spread) and writes y once: MN elements read and MN written. The
    grid is persistent and a lane holds the same columns in every row, so each work-group loads
-   its weight and bias values once and keeps them in registers.
+   its weight and bias values once and keeps them in registers, or (WB_LOCAL, large groups)
+   in local memory, where they leave the registers to the rows.
 
    Backward (as in the tutorial): with xhat = (x - mean) * rstd and wdy = w * dy,
    dx = (wdy - (xhat * c1 + c2)) * rstd, where c1 and c2 are the row means of xhat * wdy and
@@ -35,7 +36,7 @@
    vector loads when their start has the same phase (WB_VEC). Team sums go through local
    memory, or on NVIDIA (sm_70+) through shfl.sync butterflies with one exchange between warps.
 
-   Compile-time constants: TEAM, ROWS, ITEMS, VEC, LOOP (long-row kernels), BACKWARD, the dtype
+   Compile-time constants: TEAM, ROWS, ITEMS, VEC, LOOP (long-row kernels), BACKWARD, WB_LOCAL, the dtype
    (common.h), CLKIT_WARP and, on NVIDIA, CLKIT_NV_SM; LN_PORTABLE forces the local-memory
    reductions. REDUCE=1 with RCOLS and RSLICES builds layernorm_dwdb alone. */
 #include "common.h"
@@ -475,9 +476,21 @@ void layernorm_fwd(__global const elem_t *x, long x_off, long x_rs, long x_cs,
     /* The mean and the variance use separate halves: one barrier apart. */
     __local float2 red[2 * RED_WORDS];
     const int lid = get_local_id(0), lane = lid % TEAM;
-    /* A lane holds the same columns in every row: its weight and bias stay in registers. */
+    /* A lane holds the same columns in every row: its weight and bias stay on chip. */
     float wv[ITEMS], bv[ITEMS];
     load_affine(w + w_off, w_cs, b + b_off, b_cs, a, lane, a, a + n, flags, wv, bv);
+#if defined(WB_LOCAL)
+    /* Value i of work-item lid at [i][lid]: a warp's reads fall in distinct banks. Each
+       work-item reads back only what it wrote, so no barrier is needed. */
+    __local float wl[ITEMS * WG], bl[ITEMS * WG];
+    #pragma unroll
+    for (int i = 0; i < ITEMS; i++) wl[i * WG + lid] = wv[i], bl[i * WG + lid] = bv[i];
+#define W_AT(i) wl[(i) * WG + lid]
+#define B_AT(i) bl[(i) * WG + lid]
+#else
+#define W_AT(i) wv[i]
+#define B_AT(i) bv[i]
+#endif
     /* With registers to spare (PREFETCH), the next row's loads are issued before this row's
        reductions, so that they are in flight while the team waits at barriers: with one or
        two rows per compute unit, the loads alone would not keep the memory busy. */
@@ -502,12 +515,14 @@ void layernorm_fwd(__global const elem_t *x, long x_off, long x_rs, long x_cs,
         const float sq = center(mu, lane, a, hi, v);
         const float rs = rsqrt(team_sum((float2)(sq, 0.0f), red + RED_WORDS).x / n + eps);
         #pragma unroll
-        for (int i = 0; i < ITEMS; i++) v[i] = v[i] * rs * wv[i] + bv[i];
+        for (int i = 0; i < ITEMS; i++) v[i] = v[i] * rs * W_AT(i) + B_AT(i);
         store_span(y + y_off + (live ? row : 0) * y_rs, y_cs, a, lane, a, hi, v);
         if (live && lane == 0)
             store_stats(mean, mean_off, mean_s, rstd, rstd_off, rstd_s, row, mu, rs, flags);
     }
 }
+#undef W_AT
+#undef B_AT
 #endif
 
 #if !BACKWARD && LOOP

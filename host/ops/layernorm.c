@@ -21,10 +21,11 @@ enum {
 };
 
 /* How a row is spread over a work-group: a team of `team` work-items holds `items` values
-   each (per step when `loop`), `rows` teams to a group; vec elements per load. */
+   each (per step when `loop`), `rows` teams to a group; vec elements per load; wb_local: the
+   forward keeps weight and bias in local memory instead of registers. */
 typedef struct ln_plan {
     unsigned team, rows, items, vec;
-    int loop;
+    int loop, wb_local;
 } ln_plan;
 
 /* GPUs: values a work-item holds on chip, as measured best for softmax on an H200 (NVIDIA
@@ -45,6 +46,12 @@ typedef struct ln_plan {
    would be 2 warps, 555 -> 475, so it keeps one chunk). */
 #define LN_GPU_BWD_VEC8_CHUNKS 2u
 #define LN_GPU_MAX_TEAM 1024u
+/* Forward groups of at least this many work-items keep weight and bias in local memory (as
+   f32, 8 bytes a held value) where it has room: their registers then go to the rows, which
+   lets 512-lane groups run two to a compute unit and 1024-lane ones prefetch without spilling
+   (H100 f32, M 4096, GB/s: N 4096 2313 -> 2537, 8192 2590 -> 2638, 15360 1816 -> 2655; N 2048,
+   256 lanes, 2300 -> 2266, so smaller groups keep them in registers). */
+#define LN_WB_LOCAL_MIN_WG 512u
 /* CPUs (PoCL): no registers to fit, and every distinct plan is one more slow build (about 4 s
    each): two shapes, rows of up to 256 positions on chip, 2 to a group of 8-lane teams, and
    longer rows looping over 64 lanes, whose second read comes from the CPU's caches. */
@@ -110,11 +117,15 @@ static void cpu_plan(ln_plan *plan, uint64_t span, unsigned max_team)
 static ln_plan make_plan(const struct clkit_device_props *p, uint64_t span, unsigned vec,
                          size_t wg_limit, bool backward)
 {
-    ln_plan plan = {1, 1, 1, vec, 0};
+    ln_plan plan = {1, 1, 1, vec, 0, 0};
     size_t limit = wg_limit && wg_limit < p->max_work_group ? wg_limit : p->max_work_group;
     unsigned max_team = pow2_floor(limit < 1024 ? limit : 1024);
     if (p->is_gpu) gpu_plan(&plan, p, span ? span : 1, max_team, backward);
     else cpu_plan(&plan, span ? span : 1, max_team);
+    uint64_t wg = (uint64_t)plan.team * plan.rows, wb_bytes = 2 * sizeof(float) * plan.items * wg;
+    /* 4 KiB spare for the kernel's reduction words. */
+    plan.wb_local = p->is_gpu && !backward && !plan.loop && wg >= LN_WB_LOCAL_MIN_WG &&
+                    wb_bytes + 4096 <= p->local_mem_static;
     return plan;
 }
 
@@ -184,9 +195,9 @@ static clkit_status build(clkit_context *ctx, const ln_plan *plan, clkit_dtype d
                                       {"layernorm_bwd", "layernorm_bwd_loop"}};
     char opts[224];
     snprintf(opts, sizeof opts,
-             "%s -D TEAM=%u -D ROWS=%u -D ITEMS=%u -D VEC=%u -D LOOP=%d -D BACKWARD=%d%s",
+             "%s -D TEAM=%u -D ROWS=%u -D ITEMS=%u -D VEC=%u -D LOOP=%d -D BACKWARD=%d%s%s",
              clkit_dtype_macro(dtype), plan->team, plan->rows, plan->items, plan->vec, plan->loop,
-             backward, portable ? " -D LN_PORTABLE" : "");
+             backward, plan->wb_local ? " -D WB_LOCAL" : "", portable ? " -D LN_PORTABLE" : "");
     return clkit_get_kernel(ctx, "layernorm.cl", names[backward][plan->loop], opts, k);
 }
 
@@ -232,6 +243,13 @@ static clkit_status plan_kernel(clkit_context *ctx, int64_t n, unsigned vec, int
    layernorm_dwdb rereads, 2N floats of partials, and twice the resident 1024-lane groups at
    4096 x 8192 (f16) made 17 MB of partials beside 201 MB of rows. */
 #define LN_BWD_REGS(items) (3u * (items) + 56u)
+/* The forward's likewise, fewer where weight and bias stay in local memory: the driver's
+   kernels for an H100 take 79-87 registers at 8 values a lane in 256- and 512-lane groups
+   holding them in registers, 64 in 512- and 1024-lane ones holding them in local memory. A
+   grid counting only work-items ran twice the resident 1024-lane groups, in two waves, each
+   group starting by loading weight, bias and a first row (f32 4096 x 8192 2670 -> 2707 GB/s
+   at one group a compute unit, f16 2181 -> 2230). */
+#define LN_FWD_REGS(plan) ((plan)->wb_local ? 2u * (plan)->items + 48u : LN_BWD_REGS((plan)->items))
 
 /* Persistent groups for the built kernel: as many as the compute units hold (counting
    registers where regs_per_item is given and the device reports its register file), at
@@ -249,10 +267,10 @@ static size_t grid_groups(clkit_context *ctx, cl_kernel k, const ln_plan *plan, 
 static void log_plan(const char *what, const clkit_tensor *x, const ln_plan *plan, int phase,
                      size_t groups)
 {
-    clkit_log(CLKIT_LOG_DEBUG, "%s %lldx%lld %s: team %u rows %u items %u vec %u phase %d%s, "
+    clkit_log(CLKIT_LOG_DEBUG, "%s %lldx%lld %s: team %u rows %u items %u vec %u phase %d%s%s, "
               "%zu groups", what, (long long)x->shape[0], (long long)x->shape[1],
               clkit_dtype_name(x->dtype), plan->team, plan->rows, plan->items, plan->vec, phase,
-              plan->loop ? " loop" : "", groups);
+              plan->loop ? " loop" : "", plan->wb_local ? " wb-local" : "", groups);
 }
 
 /* ---- validation ---- */
@@ -375,7 +393,7 @@ static clkit_status forward(clkit_context *ctx, const clkit_tensor *x, const clk
                        plan.loop ? (const void *)&n : (const void *)&n32, sizeof a, &a,
                        sizeof eps, &eps, sizeof flags, &flags);
     if (s) return s;
-    size_t wg = (size_t)plan.team * plan.rows, groups = grid_groups(ctx, k, &plan, m, 0);
+    size_t wg = (size_t)plan.team * plan.rows, groups = grid_groups(ctx, k, &plan, m, LN_FWD_REGS(&plan));
     size_t global = groups * wg;
     log_plan("layernorm forward", x, &plan, phase, groups);
     return clkit_launch(ctx, k, 1, &global, &wg);
