@@ -46,12 +46,19 @@
 /* Element offset of (batch b, head h) in a tensor's view; strides are (b, h, l, d). */
 #define HEAD(t, b, h) (t##_off + (long)(b) * t##_st.s0 + (long)(h) * t##_st.s1)
 
-/* The first row of this work-group's query block in the forward and dQ kernels' grid (query
-   blocks x work-group, B x Hq): with causal the last blocks, which see the most keys, come
-   first, so the grid's tail is short. */
+/* The grids are (heads x work-group, row blocks): work-groups start about in the order of
+   their linear id, x fastest, so every head's block i starts before any head's block i + 1.
+   With causal the heaviest blocks come first across all heads and the grid's tail holds only
+   light ones (with blocks in x, each head's heaviest block started after the lighter blocks
+   of the heads before it). */
+INLINE int grid_head(void) { return get_group_id(0); }
+INLINE int grid_block(void) { return get_group_id(1); }
+
+/* The first row of this work-group's query block in the forward and dQ kernels: with causal
+   the last blocks, which see the most keys, come first. */
 INLINE int query_block_start(int Lq, int causal)
 {
-    int blocks = (Lq + BLOCK_M - 1) / BLOCK_M, block = get_group_id(0);
+    int blocks = (Lq + BLOCK_M - 1) / BLOCK_M, block = grid_block();
     return (causal ? blocks - 1 - block : block) * BLOCK_M;
 }
 
@@ -272,7 +279,7 @@ INLINE void add_pv(float *acc, __local const float *pt, __local float *vs, __glo
     }
 }
 
-/* Grid (query blocks x WG, B x Hq), ordered by query_block_start. */
+/* Grid (B x Hq x WG, query blocks), ordered by query_block_start. */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_fwd(
     IN(q), IN(k), IN(v), OUT(o), __global float *lse, long lse_off, long4 lse_st, int Hq,
     int group, int Lq, int Lk, int causal, float scale2)
@@ -281,7 +288,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_fwd(
     __local float *qt = (__local float *)words, *pt = qt + HEAD_DIM * BLOCK_M;
     __local float *kv = pt + BLOCK_N * LDM, *red = kv + KV_WORDS;
     int tid = get_local_id(0), tr = tid / C_T, tc = tid % C_T;
-    int bh = get_group_id(1), b = bh / Hq, h = bh % Hq, m0 = query_block_start(Lq, causal);
+    int bh = grid_head(), b = bh / Hq, h = bh % Hq, m0 = query_block_start(Lq, causal);
     int rows = min(BLOCK_M, Lq - m0), n_end = causal ? min(Lk, m0 + rows) : Lk;
     q += HEAD(q, b, h) + m0 * q_st.s2;
     k += HEAD(k, b, h / group);
@@ -343,7 +350,7 @@ INLINE void two_scores(float *s, float *dp, __local const float *a1, __local con
 
 #define DQ_WORDS (2 * HEAD_DIM * BLOCK_M + BLOCK_N * LDM + MAX(2 * SLICE_D * LDN, SLICE_N * LDD) + 2 * BLOCK_M)
 
-/* Grid (query blocks x WG, B x Hq). A block of queries with its dO, lse and delta stays on
+/* Grid (B x Hq x WG, query blocks). A block of queries with its dO, lse and delta stays on
    chip; for each key block it recomputes P = 2^(q k^T - lse), dP = dO v^T and
    dS = P (dP - delta), then dQ += dS K. dQ = scale * sum. */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_bwd_dq(
@@ -356,7 +363,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_bwd_dq(
     __local float *dst = dot + HEAD_DIM * BLOCK_M, *kv = dst + BLOCK_N * LDM;
     __local float *lse2 = kv + MAX(2 * SLICE_D * LDN, SLICE_N * LDD), *dlt = lse2 + BLOCK_M;
     int tid = get_local_id(0), tr = tid / C_T, tc = tid % C_T;
-    int bh = get_group_id(1), b = bh / Hq, h = bh % Hq, m0 = query_block_start(Lq, causal);
+    int bh = grid_head(), b = bh / Hq, h = bh % Hq, m0 = query_block_start(Lq, causal);
     int rows = min(BLOCK_M, Lq - m0), n_end = causal ? min(Lk, m0 + rows) : Lk;
     q += HEAD(q, b, h) + m0 * q_st.s2;
     dout += HEAD(dout, b, h) + m0 * dout_st.s2;
@@ -399,7 +406,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_bwd_dq(
     (2 * HEAD_DIM * BLOCK_M + 2 * BLOCK_N * LDM + MAX(2 * SLICE_D * LDN, 2 * SLICE_N * LDD) +     \
      2 * BLOCK_N)
 
-/* Grid (key blocks x WG, B x Hkv). A block of keys and values stays on chip; for each query
+/* Grid (B x Hkv x WG, key blocks). A block of keys and values stays on chip; for each query
    head of the group and each query block that sees these keys it recomputes P^T and
    dS^T = P^T (dP^T - delta), then dV += P^T dO and dK += dS^T Q. dK = scale * sum. */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_bwd_dkdv(
@@ -413,8 +420,8 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_bwd_dkdv(
     __local float *s1 = dst + BLOCK_N * LDM, *s2 = s1 + SLICE_N * LDD;
     __local float *lse2 = s1 + MAX(2 * SLICE_D * LDN, 2 * SLICE_N * LDD), *dlt = lse2 + BLOCK_N;
     int tid = get_local_id(0), tr = tid / C_T, tc = tid % C_T;
-    int Hkv = Hq / group, bg = get_group_id(1), b = bg / Hkv, g = bg % Hkv;
-    int m0 = get_group_id(0) * BLOCK_M, rows = min(BLOCK_M, Lk - m0);
+    int Hkv = Hq / group, bg = grid_head(), b = bg / Hkv, g = bg % Hkv;
+    int m0 = grid_block() * BLOCK_M, rows = min(BLOCK_M, Lk - m0);
     k += HEAD(k, b, g) + m0 * k_st.s2;
     v += HEAD(v, b, g) + m0 * v_st.s2;
     stage_t(kt, BLOCK_M, k, k_st.s2, k_st.s3, rows, BLOCK_M, HEAD_DIM, scale2, tid);
@@ -779,7 +786,7 @@ INLINE void softmax_acc(score_acc s, float m[FRAG_M][2], float l[FRAG_M][2], flo
         }
 }
 
-/* Grid (query blocks x MMA_WG, B x Hq). q's tile is read into registers once; its local
+/* Grid (B x Hq x MMA_WG, query blocks). q's tile is read into registers once; its local
    memory then holds K and V (HELD_LOCAL: q stays, K and V go after it). */
 __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_mma(
     IN(q), IN(k), IN(v), OUT(o), __global float *lse, long lse_off, long4 lse_st, int Hq,
@@ -789,7 +796,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_mma(
     __local uchar *qs = (__local uchar *)words, *ks = qs + HELD_SPACE(TILE_BYTES(BLOCK_M));
     __local uchar *vs = ks + TILE_BYTES(BLOCK_N);
     int tid = get_local_id(0), lane = tid % 32, wm = tid / 32 * 16 * FRAG_M;
-    int bh = get_group_id(1), b = bh / Hq, h = bh % Hq, m0 = query_block_start(Lq, causal);
+    int bh = grid_head(), b = bh / Hq, h = bh % Hq, m0 = query_block_start(Lq, causal);
     int rows = min(BLOCK_M, Lq - m0), n_end = causal ? min(Lk, m0 + rows) : Lk;
     int row0 = m0 + wm + lane / 4, col_lane = 2 * (lane % 4);
     __global const raw_t *kg = (__global const raw_t *)(k + HEAD(k, b, h / group));
@@ -883,7 +890,7 @@ INLINE void hold_pair(held_frags fa, held_frags fb, __local uchar *base, __globa
     barrier(CLK_LOCAL_MEM_FENCE);
 }
 
-/* Grid (query blocks x MMA_WG, B x Hq). A block of queries and its dO stay in registers; for
+/* Grid (B x Hq x MMA_WG, query blocks). A block of queries and its dO stay in registers; for
    each key block (double-buffered K and V) the kernel recomputes P and dS and adds dS K to
    dQ. dQ = scale * sum. */
 __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dq_mma(
@@ -894,7 +901,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dq_mm
     __local uint4 words[LOCAL_WORDS(2 * TILE_BYTES(BLOCK_M), 4 * TILE_BYTES(BLOCK_N))];
     __local uchar *base = (__local uchar *)words, *stages = base + HELD_SPACE(2 * TILE_BYTES(BLOCK_M));
     int tid = get_local_id(0), lane = tid % 32, wm = tid / 32 * 16 * FRAG_M;
-    int bh = get_group_id(1), b = bh / Hq, h = bh % Hq, m0 = query_block_start(Lq, causal);
+    int bh = grid_head(), b = bh / Hq, h = bh % Hq, m0 = query_block_start(Lq, causal);
     int rows = min(BLOCK_M, Lq - m0), n_end = causal ? min(Lk, m0 + rows) : Lk;
     int row0 = m0 + wm + lane / 4, col_lane = 2 * (lane % 4);
     __global const raw_t *kg = (__global const raw_t *)(k + HEAD(k, b, h / group));
@@ -944,7 +951,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dq_mm
     store_held(dq + HEAD(dq, b, h), dq_st.s2, dq_st.s3, acc, row0, col_lane, Lq, scale);
 }
 
-/* Grid (key blocks x MMA_WG, B x Hkv). A block of keys and values stays in registers; the
+/* Grid (B x Hkv x MMA_WG, key blocks). A block of keys and values stays in registers; the
    kernel walks every (query head of the group, query block that sees the keys) pair in a
    fixed order (grouped-query sums are deterministic), double-buffering q, dO and their rows'
    lse and delta, recomputes P^T and dS^T, and adds P^T dO to dV and dS^T q to dK.
@@ -979,8 +986,8 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dkdv_
     __local uint4 words[LOCAL_WORDS(2 * TILE_BYTES(BLOCK_M), 2 * STAGE_BYTES)];
     __local uchar *base = (__local uchar *)words, *stages = base + HELD_SPACE(2 * TILE_BYTES(BLOCK_M));
     int tid = get_local_id(0), lane = tid % 32, wm = tid / 32 * 16 * FRAG_M;
-    int Hkv = Hq / group, bg = get_group_id(1), b = bg / Hkv, g = bg % Hkv;
-    int m0 = get_group_id(0) * BLOCK_M, rows = min(BLOCK_M, Lk - m0);
+    int Hkv = Hq / group, bg = grid_head(), b = bg / Hkv, g = bg % Hkv;
+    int m0 = grid_block() * BLOCK_M, rows = min(BLOCK_M, Lk - m0);
     int row0 = m0 + wm + lane / 4, col_lane = 2 * (lane % 4);
     held_frags kf, vf;
     hold_pair(kf, vf, base, (__global const raw_t *)(k + HEAD(k, b, g) + m0 * k_st.s2), k_st.s2,

@@ -616,7 +616,8 @@ static clkit_status forward(clkit_context *ctx, const call *c, const tiles *forc
     arg(&a, 4, &hq), arg(&a, 4, &group), arg(&a, 4, &lq), arg(&a, 4, &lk), arg(&a, 4, &causal);
     arg(&a, 4, &scale2);
     if ((s = args_done(ctx, &a))) return s;
-    size_t global[2] = {groups_of(p.lq, t.bm) * t.wg, (size_t)(p.b * p.hq)}, local[2] = {t.wg, 1};
+    /* Heads across, blocks down: cl/attention.cl's grid_block. */
+    size_t global[2] = {(size_t)(p.b * p.hq) * t.wg, groups_of(p.lq, t.bm)}, local[2] = {t.wg, 1};
     return clkit_launch(ctx, kern, 2, global, local);
 }
 
@@ -663,8 +664,8 @@ static clkit_status launch_grad(clkit_context *ctx, cl_kernel kern, const proble
     arg(&a, 4, &scale2), arg(&a, 4, &scale);
     clkit_status s = args_done(ctx, &a);
     if (s) return s;
-    size_t global[2] = {groups_of(dkdv ? p->lk : p->lq, t->bm) * t->wg,
-                        (size_t)(p->b * (dkdv ? p->hkv : p->hq))};
+    size_t global[2] = {(size_t)(p->b * (dkdv ? p->hkv : p->hq)) * t->wg,
+                        groups_of(dkdv ? p->lk : p->lq, t->bm)};
     size_t local[2] = {t->wg, 1};
     return clkit_launch(ctx, kern, 2, global, local);
 }
