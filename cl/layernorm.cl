@@ -36,9 +36,9 @@
    vector loads when their start has the same phase (WB_VEC). Team sums go through local
    memory, or on NVIDIA (sm_70+) through shfl.sync butterflies with one exchange between warps.
 
-   Compile-time constants: TEAM, ROWS, ITEMS, VEC, LOOP (long-row kernels), BACKWARD, WB_LOCAL, the dtype
-   (common.h), CLKIT_WARP and, on NVIDIA, CLKIT_NV_SM; LN_PORTABLE forces the local-memory
-   reductions. REDUCE=1 with RCOLS and RSLICES builds layernorm_dwdb alone. */
+   Compile-time constants: TEAM, ROWS, ITEMS, VEC, LOOP (long-row kernels), BACKWARD, WB_LOCAL,
+   the dtype (common.h), CLKIT_WARP and, on NVIDIA, CLKIT_NV_SM; LN_PORTABLE forces the
+   local-memory reductions. REDUCE=1 with RCOLS and RSLICES builds layernorm_dwdb alone. */
 #include "common.h"
 
 /* Kernel flags (the host's LN_* twins in host/ops/layernorm.c). */

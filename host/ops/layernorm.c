@@ -49,8 +49,8 @@ typedef struct ln_plan {
 /* Forward groups of at least this many work-items keep weight and bias in local memory (as
    f32, 8 bytes a held value) where it has room: their registers then go to the rows, which
    lets 512-lane groups run two to a compute unit and 1024-lane ones prefetch without spilling
-   (H100 f32, M 4096, GB/s: N 4096 2313 -> 2537, 8192 2590 -> 2638, 15360 1816 -> 2655; N 2048,
-   256 lanes, 2300 -> 2266, so smaller groups keep them in registers). */
+   (H100 f32, M 4096, GB/s: N 4096 2313 -> 2571, 8192 2590 -> 2668, 15360 1816 -> 2651; N 2048,
+   256 lanes, 2300 -> 2266 in a trial, so smaller groups keep them in registers). */
 #define LN_WB_LOCAL_MIN_WG 512u
 /* CPUs (PoCL): no registers to fit, and every distinct plan is one more slow build (about 4 s
    each): two shapes, rows of up to 256 positions on chip, 2 to a group of 8-lane teams, and
@@ -122,10 +122,12 @@ static ln_plan make_plan(const struct clkit_device_props *p, uint64_t span, unsi
     unsigned max_team = pow2_floor(limit < 1024 ? limit : 1024);
     if (p->is_gpu) gpu_plan(&plan, p, span ? span : 1, max_team, backward);
     else cpu_plan(&plan, span ? span : 1, max_team);
+    /* Beside weight and bias, the most local memory the reductions take (the portable ones:
+       cl/layernorm.cl's RED_WORDS float2 words, twice). */
     uint64_t wg = (uint64_t)plan.team * plan.rows, wb_bytes = 2 * sizeof(float) * plan.items * wg;
-    /* 4 KiB spare for the kernel's reduction words. */
+    uint64_t red_bytes = 2 * 2 * sizeof(float) * (wg + 32u * plan.rows);
     plan.wb_local = p->is_gpu && !backward && !plan.loop && wg >= LN_WB_LOCAL_MIN_WG &&
-                    wb_bytes + 4096 <= p->local_mem_static;
+                    wb_bytes + red_bytes <= p->local_mem_static;
     return plan;
 }
 
