@@ -14,59 +14,39 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ref/ref.h"
+
 static int fail(const char *what, const char *why)
 {
     fprintf(stderr, "precision: %s: %s\n", what, why);
     return 1;
 }
 
-/* n values uniform in [-1, 1) from a fixed linear congruential sequence (the same files on
-   every machine). */
-static void fill(float *x, size_t n, unsigned seed)
-{
-    uint64_t s = seed;
-    for (size_t i = 0; i < n; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        x[i] = (float)((double)(s >> 11) * 0x1p-53 * 2.0 - 1.0);
-    }
-}
-
-static int save(const char *dir, const char *name, const float *x, size_t n)
+/* n values (each an f32, as ref_fill_random and ref_download give them) as raw f32. */
+static int save(const char *dir, const char *name, const double *v, size_t n)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    if (!f) return fail(path, "cannot write");
+    float *x = malloc(n * sizeof *x);
+    FILE *f = x ? fopen(path, "wb") : NULL;
+    if (!f) {
+        free(x);
+        return fail(path, "cannot write");
+    }
+    for (size_t i = 0; i < n; i++) x[i] = (float)v[i];
     size_t put = fwrite(x, sizeof *x, n, f);
+    free(x);
     return fclose(f) != 0 || put != n ? fail(path, "short write") : 0;
 }
 
-typedef struct device {
-    clkit_context *ctx;
-    cl_context cl;
-    cl_command_queue queue;
-} device;
-
-static cl_mem buffer(const device *d, const float *host, size_t n)
-{
-    cl_int err;
-    cl_mem m = clCreateBuffer(d->cl, CL_MEM_READ_WRITE | (host ? CL_MEM_COPY_HOST_PTR : 0),
-                              n * sizeof(float), (void *)host, &err);
-    return err == CL_SUCCESS ? m : NULL;
-}
-
-static int read_back(const device *d, cl_mem m, float *host, size_t n)
-{
-    return clEnqueueReadBuffer(d->queue, m, CL_TRUE, 0, n * sizeof(float), host, 0, NULL, NULL) != CL_SUCCESS;
-}
-
-static int matmul(const device *d, int64_t n, const char *dir)
+static int matmul(clkit_context *ctx, int64_t n, const char *dir)
 {
     size_t count = (size_t)(n * n);
-    float *h = malloc(3 * count * sizeof *h);
+    double *h = malloc(3 * count * sizeof *h);
     if (!h) return fail("matmul", "out of host memory");
-    fill(h, 2 * count, 7);
-    cl_mem a = buffer(d, h, count), b = buffer(d, h + count, count), c = buffer(d, NULL, count);
+    ref_fill_random(h, 2 * count, CLKIT_F32, -1.0, 1.0, 7);
+    cl_mem a = ref_upload(ctx, CLKIT_F32, count, h), b = ref_upload(ctx, CLKIT_F32, count, h + count);
+    cl_mem c = ref_upload(ctx, CLKIT_F32, count, NULL);
     int bad = !a || !b || !c ? fail("matmul", "cannot allocate device buffers") : save(dir, "ab.bin", h, 2 * count);
     int64_t shape[2] = {n, n};
     clkit_tensor ta = clkit_tensor_contiguous(a, CLKIT_F32, 2, shape),
@@ -76,8 +56,8 @@ static int matmul(const device *d, int64_t n, const char *dir)
     for (int mode = 0; mode < 3 && !bad; mode++) {
         clkit_matmul_options o = clkit_matmul_defaults();
         o.exact_f32 = mode == 1, o.allow_tf32 = mode == 2;
-        if (clkit_matmul(d->ctx, &ta, &tb, &tc, &o)) bad = fail("matmul", clkit_last_error(d->ctx));
-        else if (read_back(d, c, h + 2 * count, count)) bad = fail("matmul", "cannot read C back");
+        if (clkit_matmul(ctx, &ta, &tb, &tc, &o)) bad = fail("matmul", clkit_last_error(ctx));
+        else if (ref_download(ctx, c, CLKIT_F32, count, h + 2 * count)) bad = fail("matmul", "cannot read C back");
         else bad = save(dir, names[mode], h + 2 * count, count);
     }
     cl_mem all[3] = {a, b, c};
@@ -87,14 +67,14 @@ static int matmul(const device *d, int64_t n, const char *dir)
     return bad;
 }
 
-static int attention(const device *d, int64_t l, const char *dir)
+static int attention(clkit_context *ctx, int64_t l, const char *dir)
 {
     size_t count = (size_t)(4 * l * 128);
-    float *h = malloc(4 * count * sizeof *h);
+    double *h = malloc(4 * count * sizeof *h);
     if (!h) return fail("attention", "out of host memory");
-    fill(h, 3 * count, 11);
+    ref_fill_random(h, 3 * count, CLKIT_F32, -1.0, 1.0, 11);
     cl_mem m[4];
-    for (int i = 0; i < 4; i++) m[i] = buffer(d, i < 3 ? h + i * count : NULL, count);
+    for (int i = 0; i < 4; i++) m[i] = ref_upload(ctx, CLKIT_F32, count, i < 3 ? h + i * count : NULL);
     int bad = !m[0] || !m[1] || !m[2] || !m[3] ? fail("attention", "cannot allocate device buffers")
                                                : save(dir, "qkv.bin", h, 3 * count);
     int64_t shape[4] = {1, 4, l, 128};
@@ -102,9 +82,9 @@ static int attention(const device *d, int64_t l, const char *dir)
     for (int i = 0; i < 4; i++) t[i] = clkit_tensor_contiguous(m[i], CLKIT_F32, 4, shape);
     clkit_attention_options o = clkit_attention_defaults();
     o.causal = 1;
-    if (!bad && clkit_attention_forward(d->ctx, &t[0], &t[1], &t[2], &o, &t[3], NULL))
-        bad = fail("attention", clkit_last_error(d->ctx));
-    if (!bad && read_back(d, m[3], h + 3 * count, count)) bad = fail("attention", "cannot read o back");
+    if (!bad && clkit_attention_forward(ctx, &t[0], &t[1], &t[2], &o, &t[3], NULL))
+        bad = fail("attention", clkit_last_error(ctx));
+    if (!bad && ref_download(ctx, m[3], CLKIT_F32, count, h + 3 * count)) bad = fail("attention", "cannot read o back");
     if (!bad) bad = save(dir, "o.bin", h + 3 * count, count);
     for (int i = 0; i < 4; i++)
         if (m[i]) clReleaseMemObject(m[i]);
@@ -120,11 +100,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: precision matmul N DIR | precision attention L DIR (1 <= N, L <= 65536)\n");
         return 2;
     }
-    device d;
-    clkit_status s = clkit_context_create(&d.ctx, NULL);
+    clkit_context *ctx;
+    clkit_status s = clkit_context_create(&ctx, NULL);
     if (s) return fail("context", clkit_status_string(s));
-    clkit_context_cl(d.ctx, &d.cl, &d.queue, NULL);
-    int bad = is_matmul ? matmul(&d, size, argv[3]) : attention(&d, size, argv[3]);
-    clkit_context_release(d.ctx);
+    int bad = is_matmul ? matmul(ctx, size, argv[3]) : attention(ctx, size, argv[3]);
+    clkit_context_release(ctx);
     return bad;
 }
