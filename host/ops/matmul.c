@@ -321,8 +321,7 @@ static clkit_config heuristic_config(const struct clkit_device_props *p, const p
     /* Short of a full wave, the tile with the most work-groups: the table is ordered by
        speed, not size (H100 f32 256^3 on its last row, 2 work-groups: 0.37 TFLOP/s). */
     clkit_config best = {0};
-    int found = 0;
-    uint64_t best_groups = 0;
+    uint64_t best_groups = 0; /* 0: no legal tensor-core tile */
     const int (*tiles)[6];
     size_t ntiles = mma_table(pr, &tiles);
     for (size_t i = 0; i < ntiles; i++) {
@@ -330,18 +329,18 @@ static clkit_config heuristic_config(const struct clkit_device_props *p, const p
         if (!config_legal(p, pr, &c)) continue;
         uint64_t groups = (uint64_t)(ceil_div(pr->m, tiles[i][0]) * ceil_div(pr->n, tiles[i][1]) * pr->batch);
         if (groups >= want) return c;
-        if (groups > best_groups) best = c, best_groups = groups, found = 1;
+        if (groups > best_groups) best = c, best_groups = groups;
     }
-    if (found) return best;
+    if (best_groups) return best;
+    int found = 0;
     for (size_t i = 0; i < NSHAPES; i++) {
         const int *s = block_shapes[i];
         clkit_config c = blocked(s[0], s[1], s[2], s[3], s[4], 8);
         if (!config_legal(p, pr, &c) || (!p->is_gpu && s[0] * s[1] > 64 * 64)) continue;
         if (pr->m <= 16 && s[0] > 16 && p->is_gpu) continue; /* skinny: don't waste rows */
-        if (!found) best = c, found = 1;
         uint64_t tiles = (uint64_t)(ceil_div(pr->m, s[0]) * ceil_div(pr->n, s[1]) * pr->batch);
         if (tiles >= want) return c;
-        best = c;
+        best = c, found = 1;
     }
     return found ? best : simple(KERNEL_TILED, 8);
 }
