@@ -475,6 +475,45 @@ void lce_stats(__global const float *z, long ldz, long n, long v0, __global cons
     }
 }
 
+/* The linear op on the tensor cores (matmul_mma with EPI_CE_STATS) leaves each row's logits
+   as `tiles` partial states, one per column tile: (max, sum of exp) in ms, the sum of logits
+   in sz (NULL without label smoothing), the target's logit in zt. Folded here in tile order
+   into the row's losses, and lse into state.x for EPI_CE_GRAD. */
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void lce_merge(__global const float2 *ms, __global const float *sz, __global const float *zt,
+               long tiles, __global const int *tgt, long n_rows, long v, float smoothing,
+               float z_scale, __global float4 *state, __global float *loss, long l_off,
+               long l_stride, __global float *zloss, long z_off, long z_stride)
+{
+    __local float red_m[WG];
+    __local float2 red_s[WG];
+    const int lane = get_local_id(0);
+    for (long row = get_group_id(0); row < n_rows; row += get_num_groups(0)) {
+        const int y = tgt[row];
+        if (y < 0) {
+            if (lane == 0) {
+                store_token(loss, l_off, l_stride, row, 0.0f);
+                store_token(zloss, z_off, z_stride, row, 0.0f);
+            }
+            continue;
+        }
+        online st = {-INFINITY, 0.0f, 0.0f};
+        for (long i = lane; i < tiles; i += WG) {
+            const float2 p = ms[row * tiles + i];
+            const float m = fmax(st.m, p.x);
+            st.s = st.s * rescale(st.m, m) + p.y * rescale(p.x, m);
+            st.m = m;
+            st.sz += sz ? sz[row * tiles + i] : 0.0f;
+        }
+        st = online_reduce(st, red_m, red_s);
+        if (lane != 0) continue;
+        const float2 l = row_loss(st, zt[row], smoothing, z_scale, v);
+        store_token(loss, l_off, l_stride, row, l.x);
+        store_token(zloss, z_off, z_stride, row, l.y);
+        state[row] = (float4)(row_lse(st), st.s, st.sz, zt[row]);
+    }
+}
+
 static inline void store_zstep(__global elem_t *sr, long j0, long n, int lane, const float *v)
 {
     for (int c = 0; c < CHUNKS; c++) {

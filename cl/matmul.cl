@@ -594,6 +594,120 @@ INLINE void mma_step(const uint af[FRAG_M][4], const uint bf[FRAG_N][2], float a
 }
 #endif
 
+#if defined(EPI_CE_STATS) || defined(EPI_CE_GRAD)
+/* Cross-entropy epilogues for linear + cross-entropy (cl/cross_entropy.cl has the maths):
+   the logits z = x W^T of the tile never reach global memory. Column n of the product is
+   vocabulary entry v0 + n; tgt holds each row's target (-1: ignored); bias (NULL: none) is in
+   the operands' storage dtype; z is soft-capped when cap > 0.
+   - EPI_CE_STATS: per row, the tile's max m, sum of exp(z - m) and (label smoothing, when sz
+     is not NULL) sum of z go to ms[row * slots + column tile] and sz[...]; the one tile that
+     holds the target writes its logit to zt[row]. lce_merge folds the tiles into losses and
+     lse. C is not written. Instead of T x V f32 logits written and read back (8 bytes a
+     logit), T x V / BLOCK_N slots of 8 bytes.
+   - EPI_CE_GRAD: C = dloss/dz from each row's lse (state[row].x), in C's 16-bit dtype, ready
+     for the weight and input GEMMs. */
+#define EPI_PARAMS                                                                              \
+    , __global const C_T *bias, long bias_off, long bias_stride, __global const int *tgt, long v0,    \
+        float cap, __global float2 *ms, __global float *sz, __global float *zt, long slots,     \
+        __global const float4 *state, float smoothing, float z_scale, float grad_scale, long v
+#if defined(EPI_CE_STATS) && WARPS_N * 16 > STAGES * BLOCK_K * ELEM_BYTES
+#error "EPI_CE_STATS reduces in the A ring, which is too small for this tile"
+#endif
+#define EPI_CE_ARGS bias, bias_off, bias_stride, tgt, v0, cap, ms, sz, zt, slots, state, smoothing, z_scale, grad_scale, v
+#define EPI_CE_DECL                                                                              \
+    __global const C_T *bias, long bias_off, long bias_stride, __global const int *tgt, long v0,      \
+        float cap, __global float2 *ms, __global float *sz, __global float *zt, long slots,     \
+        __global const float4 *state, float smoothing, float z_scale, float grad_scale, long v
+
+/* The logit at column n (< N) from its accumulator: bias added, soft-capped. */
+INLINE float ce_logit(float acc, int n, __global const C_T *bias, long bias_off, long bias_stride,
+                      long v0, float cap)
+{
+    float z = acc + (bias ? LOAD_C(bias, bias_off + (v0 + n) * bias_stride) : 0.0f);
+    return cap > 0.0f ? cap * tanh(z / cap) : z;
+}
+
+/* exp(x - m) through the special-function unit; 0 where m is -inf (nothing seen yet). */
+INLINE float ce_exp(float x, float m) { return m == -INFINITY ? 0.0f : nv_exp2((x - m) * M_LOG2E_F); }
+
+/* (m, s, sz) of b folded into a, the online-softmax merge. */
+INLINE float3 ce_merge(float3 a, float3 b)
+{
+    float m = fmax(a.x, b.x);
+    return (float3)(m, a.y * ce_exp(a.x, m) + b.y * ce_exp(b.x, m), a.z + b.z);
+}
+
+INLINE float3 ce_shfl_merge(float3 a, int mask)
+{
+    return ce_merge(a, (float3)(nv_shfl_xor(a.x, mask), nv_shfl_xor(a.y, mask), nv_shfl_xor(a.z, mask)));
+}
+
+/* The tile's (m, s, sz) per row: a lane's own columns, then the four lanes of a row by
+   shuffles, then the WARPS_N warps of a row through local memory, in a fixed order. */
+INLINE void ce_stats(float acc[FRAG_M][FRAG_N][4], int2 tile, int wm, int wn, int lane, int tid,
+                     int M, int N, __local float4 *red, EPI_CE_DECL)
+{
+    int m0 = tile.x * BLOCK_M + wm + lane / 4, n0 = tile.y * BLOCK_N + wn + (lane % 4) * 2;
+    #pragma unroll
+    for (int i = 0; i < FRAG_M; i++)
+        #pragma unroll
+        for (int h = 0; h < 2; h++) {
+            int m = m0 + i * 16 + h * 8, y = m < M ? tgt[m] : -1;
+            float z[FRAG_N * 2], mx = -INFINITY, tot = 0.0f;
+            #pragma unroll
+            for (int j = 0; j < FRAG_N; j++)
+                #pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    int n = n0 + j * 8 + e;
+                    float zz = n < N ? ce_logit(acc[i][j][h * 2 + e], n, bias, bias_off, bias_stride, v0, cap) : -INFINITY;
+                    if (n < N && v0 + n == y) zt[m] = zz;
+                    z[j * 2 + e] = zz, mx = fmax(mx, zz), tot += n < N ? zz : 0.0f;
+                }
+            float se = 0.0f;
+            #pragma unroll
+            for (int k = 0; k < FRAG_N * 2; k++) se += ce_exp(z[k], mx);
+            float3 st = ce_shfl_merge(ce_shfl_merge((float3)(mx, se, tot), 1), 2);
+            if (lane % 4 == 0) red[(wn / WARP_N) * BLOCK_M + m - tile.x * BLOCK_M] = (float4)(st, 0.0f);
+        }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    long slot = (v0 + tile.y * BLOCK_N) / BLOCK_N;
+    for (int r = tid; r < BLOCK_M; r += MMA_WG) {
+        int m = tile.x * BLOCK_M + r;
+        if (m >= M) break;
+        float3 st = red[r].xyz;
+        for (int w = 1; w < WARPS_N; w++) st = ce_merge(st, red[w * BLOCK_M + r].xyz);
+        ms[m * slots + slot] = st.xy;
+        if (sz) sz[m * slots + slot] = st.z;
+    }
+}
+
+/* dloss/dz of one accumulator row of the warp (h: its upper or lower 8 rows) into C. */
+INLINE void ce_grad_row(float acc[FRAG_N][4], int h, __global C_T *crow, long c_sn, int m, int n0,
+                        int N, EPI_CE_DECL)
+{
+    int y = tgt[m];
+    float lse = state[m].x;
+    float p = grad_scale * (1.0f + 2.0f * z_scale * lse), base = grad_scale * smoothing / (float)v;
+    float hit = grad_scale * (1.0f - smoothing);
+    #pragma unroll
+    for (int j = 0; j < FRAG_N; j++)
+        #pragma unroll
+        for (int e = 0; e < 2; e++) {
+            int n = n0 + j * 8 + e;
+            if (n >= N) continue;
+            float g = 0.0f;
+            if (y >= 0) {
+                float z = ce_logit(acc[j][h * 2 + e], n, bias, bias_off, bias_stride, v0, cap);
+                g = p * nv_exp2((z - lse) * M_LOG2E_F) - base - (v0 + n == y ? hit : 0.0f);
+                if (cap > 0.0f) g *= 1.0f - (z / cap) * (z / cap);
+            }
+            STORE_C(crow, n * c_sn, g);
+        }
+}
+#else
+#define EPI_PARAMS
+#endif
+
 INLINE void copy_slice(__local uchar *as, __local uchar *bs, __global const ELEM_T *a,
                        __global const ELEM_T *b, long a_sm, long a_sk, long b_sk, long b_sn,
                        int slice, int m_left, int n_left, int K, int tid)
@@ -612,7 +726,7 @@ INLINE void copy_slice(__local uchar *as, __local uchar *bs, __global const ELEM
 #endif
 }
 
-__kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void matmul_mma(OPERANDS)
+__kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void matmul_mma(OPERANDS EPI_PARAMS)
 {
     __local uint4 a_ring[STAGES * A_STAGE_BYTES / 16], b_ring[STAGES * B_STAGE_BYTES / 16];
     __local uchar *as = (__local uchar *)a_ring, *bs = (__local uchar *)b_ring;
@@ -675,16 +789,30 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void matmul_mma(OPE
         }
     }
 
+#if defined(EPI_CE_STATS)
+    barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with the ring, which ce_stats reuses */
+    ce_stats(acc, tile, wm, wn, lane, tid, M, N, (__local float4 *)a_ring, EPI_CE_ARGS);
+#else
     C += c_off + batch * c_sb;
     int m0 = tile.x * BLOCK_M + wm + lane / 4, n0 = tile.y * BLOCK_N + wn + (lane % 4) * 2;
     #pragma unroll
     for (int i = 0; i < FRAG_M; i++)
         #pragma unroll
-        for (int j = 0; j < FRAG_N; j++)
+        for (int h = 0; h < 2; h++) {
+            int m = m0 + i * 16 + h * 8;
+            if (m >= M) continue;
+#if defined(EPI_CE_GRAD)
+            ce_grad_row(acc[i], h, C + (long)m * c_sm, c_sn, m, n0, N, EPI_CE_ARGS);
+#else
             #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                int m = m0 + i * 16 + (e / 2) * 8, n = n0 + j * 8 + e % 2;
-                if (m < M && n < N) epilogue(C, (long)m * c_sm + (long)n * c_sn, acc[i][j][e], alpha, beta, act, slope);
-            }
+            for (int j = 0; j < FRAG_N; j++)
+                #pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    int n = n0 + j * 8 + e;
+                    if (n < N) epilogue(C, (long)m * c_sm + (long)n * c_sn, acc[i][j][h * 2 + e], alpha, beta, act, slope);
+                }
+#endif
+        }
+#endif
 }
 #endif

@@ -75,6 +75,8 @@ char *clkit_default_cache_dir(void);
 void clkit_tuned_release(clkit_context *ctx);
 
 /* ---- launching (launch.c) ---- */
+clkit_status clkit_set_arg(clkit_context *ctx, cl_kernel k, cl_uint i, size_t size,
+                           const void *value);
 /* Sets kernel arguments from (size, pointer) pairs: clkit_set_args(ctx, k, 2, sizeof a, &a, ...). */
 clkit_status clkit_set_args(clkit_context *ctx, cl_kernel k, int count, ...);
 clkit_status clkit_launch(clkit_context *ctx, cl_kernel k, cl_uint dims, const size_t *global,
@@ -93,6 +95,30 @@ void clkit_record_event(clkit_context *ctx, cl_event ev);
 size_t clkit_kernel_wg_limit(clkit_context *ctx, cl_kernel k);
 /* Local and private memory of a built kernel, bytes. */
 void clkit_kernel_mem(clkit_context *ctx, cl_kernel k, uint64_t *local, uint64_t *priv);
+
+/* ---- matmul epilogues for other ops (ops/matmul.c) ---- */
+/* One of matmul_mma's epilogues that replace the store of C (cl/matmul.cl: EPI_CE_STATS,
+   EPI_CE_GRAD): the build option naming it and the kernel arguments it adds after the
+   operands. */
+typedef struct clkit_matmul_epilogue {
+    const char *define;
+    int nargs;
+    size_t size[16];
+    const void *value[16];
+} clkit_matmul_epilogue;
+
+/* C = A B on the tensor cores, C's elements handed to epilogue e, in the tile opt->config
+   names. Before enqueuing anything it fails with CLKIT_ERR_UNSUPPORTED where the tensor cores
+   cannot take these operands on this device or the program does not build (the fast path is
+   then off for the context), with CLKIT_ERR_INVALID_VALUE where the tile is not legal. */
+clkit_status clkit_matmul_epilogue_run(clkit_context *ctx, const clkit_tensor *a,
+                                       const clkit_tensor *b, const clkit_tensor *c,
+                                       const clkit_matmul_options *opt,
+                                       const clkit_matmul_epilogue *e);
+
+/* Whether `config` names a tensor-core tile that 16-bit operands of dtype dt can take on
+   this device (operand alignment aside, which clkit_matmul_epilogue_run checks). */
+bool clkit_matmul_tile_legal(const clkit_context *ctx, clkit_dtype dt, const char *config);
 
 /* ---- tensor checks (tensor.c) ---- */
 /* Dtype sets for clkit_check_tensor. */

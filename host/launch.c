@@ -3,8 +3,8 @@
 
 #include <stdio.h>
 
-static clkit_status set_arg(clkit_context *ctx, cl_kernel k, cl_uint i, size_t size,
-                            const void *value)
+clkit_status clkit_set_arg(clkit_context *ctx, cl_kernel k, cl_uint i, size_t size,
+                           const void *value)
 {
     cl_int err = clSetKernelArg(k, i, size, value);
     if (err == CL_SUCCESS) return CLKIT_OK;
@@ -19,7 +19,7 @@ static clkit_status set_args_v(clkit_context *ctx, cl_kernel k, cl_uint first, i
     for (int i = 0; i < count && !s; i++) {
         size_t size = va_arg(ap, size_t);
         const void *value = va_arg(ap, const void *);
-        s = set_arg(ctx, k, first + (cl_uint)i, size, value);
+        s = clkit_set_arg(ctx, k, first + (cl_uint)i, size, value);
     }
     return s;
 }
@@ -48,13 +48,13 @@ clkit_status clkit_launch_pointwise(clkit_context *ctx, const char *file, const 
     clkit_status s = clkit_get_kernel(ctx, file, name, options, &k);
     cl_uint arg = 0;
     for (int i = 0; i < n && !s; i++) {
-        s = set_arg(ctx, k, arg++, sizeof(cl_mem), &ts[i]->buffer);
-        if (!s) s = set_arg(ctx, k, arg++, sizeof(cl_long), &v[i].offset);
-        if (!s && !dense) s = set_arg(ctx, k, arg++, sizeof(cl_long4), &v[i].strides);
+        s = clkit_set_arg(ctx, k, arg++, sizeof(cl_mem), &ts[i]->buffer);
+        if (!s) s = clkit_set_arg(ctx, k, arg++, sizeof(cl_long), &v[i].offset);
+        if (!s && !dense) s = clkit_set_arg(ctx, k, arg++, sizeof(cl_long4), &v[i].strides);
     }
     cl_long count = clkit_numel(ts[0]);
-    if (!s && !dense) s = set_arg(ctx, k, arg++, sizeof(cl_long4), &v[0].shape);
-    if (!s) s = set_arg(ctx, k, arg++, sizeof count, &count);
+    if (!s && !dense) s = clkit_set_arg(ctx, k, arg++, sizeof(cl_long4), &v[0].shape);
+    if (!s) s = clkit_set_arg(ctx, k, arg++, sizeof count, &count);
     if (!s) {
         va_list ap;
         va_start(ap, nextra);

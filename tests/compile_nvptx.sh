@@ -4,7 +4,8 @@
 # ptxas for sm_80 and sm_90. Catches a broken fast path without a GPU: PTX syntax, operand
 # constraints, registers and spills (printed per kernel). The configurations are the
 # tensor-core tiles of host/ops/matmul.c (its mma_shapes table in both 16-bit dtypes, its
-# tf32_shapes table with f32 operands, TF32 and 3xTF32) in every operand layout, and those of host/ops/attention.c
+# tf32_shapes table with f32 operands, TF32 and 3xTF32) in every operand layout, linear +
+# cross-entropy's fused tiles (host/ops/cross_entropy.c) with its epilogues, and those of host/ops/attention.c
 # (mma_fwd, mma_dkdv, mma_dq in both 16-bit dtypes; their _f32 tables in f32) for each head dim
 # they serve whose tiles fit the architecture's local memory. Prints "nvptx-compile: N passed,
 # M failed"; exits nonzero on any failure.
@@ -94,6 +95,23 @@ matmul() {
 }
 matmul mma_shapes F16
 matmul tf32_shapes F32
+# The fused GEMMs of linear + cross-entropy: each tile of host/ops/cross_entropy.c's
+# fused_tiles with each CE epilogue (x k-contiguous times W^T, k-contiguous), f16 and bf16
+for s in $(table "$root/host/ops/cross_entropy.c" fused_tiles); do
+  IFS=, read -r bm bn bk wm wn st <<<"$s"
+  for sm in 80 90; do
+    [ "$((st * (bm + bn) * bk * 2))" -le "$(local_limit "$sm")" ] || continue
+    for dt in F16 BF16; do
+      for epi in STATS GRAD; do
+        # shellcheck disable=SC2046 # one flag or none
+        build "lce ${bm}x${bn}x${bk} w${wm}x${wn} s$st $dt EPI_CE_$epi" "$sm" matmul.cl -D KERNEL=4 \
+          -D BLOCK_M="$bm" -D BLOCK_N="$bn" -D BLOCK_K="$bk" -D WARPS_M="$wm" -D WARPS_N="$wn" \
+          -D STAGES="$st" -D GROUP_M=8 -D A_DTYPE="$dt" -D B_DTYPE="$dt" -D C_DTYPE="$dt" \
+          -D A_KMAJOR=1 -D B_NMAJOR=0 -D "EPI_CE_$epi" $([ "$dt" = BF16 ] && echo -D MMA_BF16)
+      done
+    done
+  done
+done
 # attention TABLE DTYPES...: each tile (BLOCK_M, BLOCK_N, WARPS, largest head dim or 0, held
 # rows in local memory) of host/ops/attention.c's table mma_TABLE for every head dim it serves
 # whose program's local memory (cl/attention.cl: the held tiles, or the streamed stages with

@@ -819,6 +819,27 @@ START_TEST(linear_split_dweight)
 }
 END_TEST
 
+/* Many column tiles a row and several chunks, ragged at both ends, with every option: on the
+   tensor cores the fused epilogues' per-tile states and their merge; elsewhere the unfused
+   chunks. */
+START_TEST(linear_many_tiles)
+{
+    clkit_context *ctx = tu_ctx();
+    static const char *chunks[] = {NULL, "256"};
+    for (size_t dt = 1; dt < 3; dt++)
+        for (int ch = 0; ch < 2; ch++) {
+            lce_case c = lce_basic(float_dtypes[dt], 300, 40, 1100);
+            c.chunk = chunks[ch];
+            c.o.label_smoothing = ch ? 0.1f : 0.0f;
+            c.o.softcap = ch ? 0.0f : 5.0f;
+            c.o.z_loss_scale = 0.001f;
+            c.o.ignore_index = 3;
+            lce_check(ctx, &c, "many tiles");
+        }
+    clkit_context_release(ctx);
+}
+END_TEST
+
 /* Chunked, the scratch stays far below the (T, V) logits; reruns are bitwise equal. */
 START_TEST(linear_memory_and_determinism)
 {
@@ -852,9 +873,16 @@ START_TEST(linear_memory_and_determinism)
     tu_read(ctx, bl, CLKIT_F32, 1, &l2);
     tu_read(ctx, bdw, CLKIT_BF16, (size_t)(v * d), dw2);
     ck_assert_msg(l1 == l2 && memcmp(dw1, dw2, (size_t)(v * d) * sizeof *dw1) == 0, "reruns differ");
-    /* chunk logits (f32) and gradient (bf16), state, targets, per-token losses, f32 dx */
-    uint64_t want = (uint64_t)t * 128 * 6 + (uint64_t)t * (16 + 4 + 4) + (uint64_t)(t * d) * 4;
-    ck_assert_msg(peak >= want && peak < want + 4096 && peak < (uint64_t)(t * v) * 4,
+    /* Unfused: chunk logits (f32) and gradient (bf16), state, targets, per-token losses, f32
+       dx. On the tensor cores the logits stay in the GEMM's epilogue: a 256-column gradient
+       chunk (the smallest a fused tile takes), at most 16 per-tile states (8 bytes) and a
+       target logit a token instead. */
+    struct clkit_device_props props;
+    TU_CHECK(clkit_device_props(ctx, &props));
+    uint64_t base = (uint64_t)t * (16 + 4 + 4) + (uint64_t)(t * d) * 4;
+    uint64_t want = base + (props.tensor_cores ? (uint64_t)t * 256 * 2 + (uint64_t)t * 4 : (uint64_t)t * 128 * 6);
+    uint64_t slack = props.tensor_cores ? (uint64_t)t * 16 * 8 + 4096 : 4096;
+    ck_assert_msg(peak >= want && peak < want + slack && peak < (uint64_t)(t * v) * 4,
                   "scratch peak %llu, expected about %llu", (unsigned long long)peak,
                   (unsigned long long)want);
     cl_mem all[] = {bx, bw, by, bl, bdx, bdw};
@@ -1009,6 +1037,7 @@ int main(void)
     tcase_add_test(tc, linear_edges);
     tcase_add_test(tc, linear_strided);
     tcase_add_test(tc, linear_split_dweight);
+    tcase_add_test(tc, linear_many_tiles);
     tcase_add_test(tc, linear_memory_and_determinism);
     tcase_add_test(tc, linear_finite_differences);
     tcase_add_test(tc, linear_bad_input);

@@ -21,6 +21,7 @@
    more time than 256 MiB. */
 #define LCE_BUDGET (64ull << 20)
 #define LCE_COLS 128              /* default chunk widths are multiples of this */
+#define FUSED_COLS 256            /* fused chunks: a multiple of every fused tile's BLOCK_N */
 #define DB_COLS 32                /* lce_dbias's work-group, as in the kernel */
 #define DB_ROWS 8
 
@@ -411,7 +412,10 @@ typedef struct lce {
     scratch part;              /* dw_splits f32 partial dweight chunks */
     int dw_splits;             /* token slices of the dweight GEMM (1: one GEMM) */
     size_t wg;
-    cl_kernel stats, grad, dbias, dw_sum;
+    cl_kernel stats, grad, dbias, dw_sum; /* stats: lce_merge when fused */
+    /* fused: the logits stay in matmul_mma's CE epilogues (tensor cores), in `tile` */
+    int fused, tile, slots;    /* slots: column tiles of a row (V / BLOCK_N, rounded up) */
+    scratch ms, sz, zt;        /* the epilogue's per-tile states and target logits */
 } lce;
 
 static void release_lce(clkit_context *ctx, lce *l)
@@ -422,22 +426,27 @@ static void release_lce(clkit_context *ctx, lce *l)
     scratch_put(ctx, &l->s);
     scratch_put(ctx, &l->acc);
     scratch_put(ctx, &l->part);
+    scratch_put(ctx, &l->ms);
+    scratch_put(ctx, &l->sz);
+    scratch_put(ctx, &l->zt);
 }
 
-/* Columns per chunk: $CLKIT_LCE_CHUNK when set to a positive count, else the most, a multiple
-   of LCE_COLS and at least LCE_COLS, whose scratch (T x chunk f32 logits, plus the gradient
-   in the storage dtype when it cannot overwrite them) fits min(LCE_BUDGET, max_alloc / 2);
-   never more than V. */
+/* Columns per chunk: $CLKIT_LCE_CHUNK when set to a positive count, else the most whose
+   scratch (T x chunk f32 logits, plus the gradient in the storage dtype when it cannot
+   overwrite them; fused: the gradient alone) fits min(LCE_BUDGET, max_alloc / 2); a multiple
+   of `cols` and at least `cols` (LCE_COLS, or a fused tile's BLOCK_N, which the epilogue's
+   slots need), and never more than V. */
 static int64_t chunk_width(const struct clkit_device_props *p, int64_t t, int64_t v,
-                           uint64_t bytes_per_logit)
+                           uint64_t bytes_per_logit, int64_t cols)
 {
     const char *env = getenv("CLKIT_LCE_CHUNK");
     int64_t w = env ? atoll(env) : 0;
     if (w <= 0) {
         uint64_t budget = p->max_alloc / 2 < LCE_BUDGET ? p->max_alloc / 2 : LCE_BUDGET;
-        w = (int64_t)(budget / ((uint64_t)t * bytes_per_logit)) / LCE_COLS * LCE_COLS;
-        if (w < LCE_COLS) w = LCE_COLS;
+        w = (int64_t)(budget / ((uint64_t)t * bytes_per_logit));
     }
+    w = w / cols * cols;
+    if (w < cols) w = cols;
     return w < v ? w : v;
 }
 
@@ -473,11 +482,11 @@ static clkit_status lce_kernels(clkit_context *ctx, lce *l)
 {
     bool grads = l->dx || l->dw || l->db;
     clkit_status s;
-    l->wg = rows_wg(&ctx->props, l->chunk, 4 * rows_chunks(&ctx->props));
+    l->wg = rows_wg(&ctx->props, l->fused ? l->slots : l->chunk, 4 * rows_chunks(&ctx->props));
     for (;;) {
         size_t wg = l->wg;
-        s = rows_kernel(ctx, "lce_stats", l->dt, 1, &wg, &l->stats);
-        if (!s && grads) s = rows_kernel(ctx, "lce_grad", l->dt, 1, &wg, &l->grad);
+        s = rows_kernel(ctx, l->fused ? "lce_merge" : "lce_stats", l->dt, 1, &wg, &l->stats);
+        if (!s && grads && !l->fused) s = rows_kernel(ctx, "lce_grad", l->dt, 1, &wg, &l->grad);
         if (s || wg == l->wg) break;
         l->wg = wg;
     }
@@ -582,13 +591,12 @@ static clkit_status chunk_dweight(clkit_context *ctx, const lce *l, cl_mem sbuf,
     return clkit_launch(ctx, l->dw_sum, 1, &global, &wg);
 }
 
-/* The chunk's share of every gradient: dweight rows and dbias entries [v0, v0 + n) written
-   once (f32 accumulation inside the GEMM and the column sums), dx accumulated in f32. */
-static clkit_status chunk_backward(clkit_context *ctx, const lce *l, int64_t v0, int64_t n,
-                                   bool first)
+/* The chunk's share of every gradient from its dloss/dz g (in s, or z for f32): dweight rows
+   and dbias entries [v0, v0 + n) written once (f32 accumulation inside the GEMM and the
+   column sums), dx accumulated in f32. */
+static clkit_status chunk_consume(clkit_context *ctx, const lce *l, int64_t v0, int64_t n, bool first)
 {
-    clkit_status s = chunk_grad(ctx, l, v0, n);
-    if (s) return s;
+    clkit_status s;
     cl_mem sbuf = l->s.buf ? l->s.buf : l->z.buf;
     clkit_tensor g = matrix(sbuf, l->dt, 0, l->c.t, n, l->lds, 1);
     if (l->dw && (s = chunk_dweight(ctx, l, sbuf, v0, n))) return s;
@@ -599,6 +607,64 @@ static clkit_status chunk_backward(clkit_context *ctx, const lce *l, int64_t v0,
     clkit_matmul_options mo = clkit_matmul_defaults();
     mo.beta = first ? 0.0f : 1.0f;
     return clkit_matmul(ctx, &g, &w, &acc, &mo);
+}
+
+/* ---- fused: the logits never leave the tensor cores' registers ---- */
+
+/* Tensor-core tiles of the fused GEMMs (BLOCK_M, BLOCK_N, BLOCK_K, WARPS_M, WARPS_N, STAGES,
+   as matmul's mma_shapes), the first legal one taken: sm_90's larger local memory first,
+   then rings within 48 KiB. */
+static const int fused_tiles[][6] = {
+    {128, 256, 32, 2, 4, 4}, {128, 128, 32, 2, 4, 4}, {128, 128, 32, 2, 2, 4},
+    {128, 256, 32, 2, 4, 2}, {128, 128, 32, 2, 2, 3}, {64, 64, 32, 2, 2, 4},
+};
+#define NFUSED ((int)(sizeof fused_tiles / sizeof *fused_tiles))
+
+static void fused_config(int tile, char *buf, size_t n)
+{
+    const int *t = fused_tiles[tile];
+    snprintf(buf, n, "KERNEL=4,BLOCK_M=%d,BLOCK_N=%d,BLOCK_K=%d,WARPS_M=%d,WARPS_N=%d,STAGES=%d,GROUP_M=8",
+             t[0], t[1], t[2], t[3], t[4], t[5]);
+}
+
+/* The chunk's product x W[v0 : v0 + n]^T through matmul_mma with epilogue `define`
+   (EPI_CE_STATS: per-tile states; EPI_CE_GRAD: dloss/dz into s), in tile l->tile. */
+static clkit_status fused_gemm(clkit_context *ctx, const lce *l, const char *define, int64_t v0,
+                               int64_t n)
+{
+    const ce_common *c = &l->c;
+    bias_args b = make_bias_args(l->bias);
+    cl_long v0l = v0, slots = l->slots, v = c->v;
+    float cap = c->o.softcap, smoothing = c->o.label_smoothing, zs = c->o.z_loss_scale;
+    float scale = c->grad_scale;
+    clkit_matmul_epilogue e = {define, 15,
+        {sizeof(cl_mem), sizeof b.off, sizeof b.stride, sizeof(cl_mem), sizeof v0l, sizeof cap,
+         sizeof(cl_mem), sizeof(cl_mem), sizeof(cl_mem), sizeof slots, sizeof(cl_mem),
+         sizeof smoothing, sizeof zs, sizeof scale, sizeof v},
+        {&b.buf, &b.off, &b.stride, &c->tgt.buf, &v0l, &cap, &l->ms.buf, &l->sz.buf, &l->zt.buf,
+         &slots, &l->state.buf, &smoothing, &zs, &scale, &v}};
+    clkit_tensor wt = vocab_rows(l->w, v0, n, true);
+    clkit_tensor g = matrix(l->s.buf, l->dt, 0, c->t, n, l->lds, 1);
+    char config[160];
+    fused_config(l->tile, config, sizeof config);
+    clkit_matmul_options mo = clkit_matmul_defaults();
+    mo.config = config;
+    return clkit_matmul_epilogue_run(ctx, l->x, &wt, &g, &mo, &e);
+}
+
+static clkit_status fused_merge(clkit_context *ctx, const lce *l)
+{
+    const ce_common *c = &l->c;
+    cl_mem sz = l->sz.buf;
+    cl_long tiles = l->slots, n_rows = c->t, v = c->v;
+    float smoothing = c->o.label_smoothing, zs = c->o.z_loss_scale;
+    clkit_status s = clkit_set_args(
+        ctx, l->stats, 16, sizeof(cl_mem), &l->ms.buf, sizeof(cl_mem), &sz, sizeof(cl_mem),
+        &l->zt.buf, sizeof tiles, &tiles, sizeof(cl_mem), &c->tgt.buf, sizeof n_rows, &n_rows,
+        sizeof v, &v, sizeof smoothing, &smoothing, sizeof zs, &zs, sizeof(cl_mem), &l->state.buf,
+        sizeof(cl_mem), &c->loss, sizeof c->l_off, &c->l_off, sizeof c->l_stride, &c->l_stride,
+        sizeof(cl_mem), &c->zloss, sizeof c->z_off, &c->z_off, sizeof c->z_stride, &c->z_stride);
+    return s ? s : launch_rows(ctx, l->stats, l->wg, c->t);
 }
 
 /* Token slices for the dweight GEMM of a chunk: doubled while its 128 x 128 tile grid gives
@@ -615,19 +681,28 @@ static int dw_splits(const struct clkit_device_props *p, int64_t t, int64_t chun
     return splits;
 }
 
+/* Fused, the chunk gradient in the storage dtype is all the chunk scratch (the forward's
+   epilogue only needs its shape); the tile's per-row states take T x slots x 8 bytes (12 with
+   label smoothing). */
 static clkit_status lce_scratch(clkit_context *ctx, lce *l)
 {
-    size_t es = clkit_dtype_size(l->dt);
-    bool grads = l->dx || l->dw || l->db, s16 = grads && l->dt != CLKIT_F32;
-    l->chunk = chunk_width(&ctx->props, l->c.t, l->c.v, 4 + (s16 ? es : 0));
+    size_t es = clkit_dtype_size(l->dt), t = (size_t)l->c.t;
+    bool grads = l->dx || l->dw || l->db, s16 = l->fused || (grads && l->dt != CLKIT_F32);
+    l->chunk = l->fused ? chunk_width(&ctx->props, l->c.t, l->c.v, es, FUSED_COLS)
+                        : chunk_width(&ctx->props, l->c.t, l->c.v, 4 + (s16 ? es : 0), LCE_COLS);
     l->nchunks = (l->c.v + l->chunk - 1) / l->chunk;
     l->ldz = round_up(l->chunk, 4);
     l->lds = s16 ? round_up(l->chunk, 8) : l->ldz;
-    size_t t = (size_t)l->c.t;
+    l->slots = (int)((l->c.v + fused_tiles[l->tile][1] - 1) / fused_tiles[l->tile][1]);
+    size_t slots = (size_t)l->slots;
     clkit_status s;
     if ((s = scratch_get(ctx, t * 4 * sizeof(float), &l->state)) ||
-        (s = scratch_get(ctx, t * (size_t)l->ldz * sizeof(float), &l->z)) ||
+        (!l->fused && (s = scratch_get(ctx, t * (size_t)l->ldz * sizeof(float), &l->z))) ||
         (s16 && (s = scratch_get(ctx, t * (size_t)l->lds * es, &l->s))))
+        return s;
+    if (l->fused && ((s = scratch_get(ctx, t * slots * 2 * sizeof(float), &l->ms)) ||
+                     (s = scratch_get(ctx, t * sizeof(float), &l->zt)) ||
+                     (l->c.o.label_smoothing > 0.0f && (s = scratch_get(ctx, t * slots * sizeof(float), &l->sz)))))
         return s;
     if (l->dx && l->dx->dtype != CLKIT_F32)
         s = scratch_get(ctx, t * (size_t)l->d * sizeof(float), &l->acc);
@@ -635,6 +710,38 @@ static clkit_status lce_scratch(clkit_context *ctx, lce *l)
     if (!s && l->dw_splits > 1)
         s = scratch_get(ctx, (size_t)l->dw_splits * (size_t)l->chunk * (size_t)l->d * sizeof(float), &l->part);
     return s;
+}
+
+/* Forward: the chunks' logits folded into per-row states; mean and sum reduced. */
+static clkit_status lce_forward(clkit_context *ctx, lce *l, const clkit_tensor *loss)
+{
+    clkit_status s;
+    for (int64_t i = 0; i < l->nchunks; i++) {
+        int64_t v0 = i * l->chunk, n = l->c.v - v0 < l->chunk ? l->c.v - v0 : l->chunk;
+        if (l->fused) s = fused_gemm(ctx, l, "-D EPI_CE_STATS", v0, n);
+        else if (!(s = chunk_logits(ctx, l, v0, n)))
+            s = chunk_stats(ctx, l, v0, n, i == 0, i == l->nchunks - 1);
+        if (s) return s;
+    }
+    if (l->fused && (s = fused_merge(ctx, l))) return s;
+    return reduce_tokens(ctx, loss, &l->c);
+}
+
+/* Backward, in reverse so that unfused the last chunk's logits still in scratch serve. */
+static clkit_status lce_backward(clkit_context *ctx, lce *l)
+{
+    clkit_status s;
+    for (int64_t i = l->nchunks - 1; i >= 0; i--) {
+        int64_t v0 = i * l->chunk, n = l->c.v - v0 < l->chunk ? l->c.v - v0 : l->chunk;
+        bool last = i == l->nchunks - 1;
+        if (l->fused) s = fused_gemm(ctx, l, "-D EPI_CE_GRAD", v0, n);
+        else if (!(s = last ? CLKIT_OK : chunk_logits(ctx, l, v0, n)))
+            s = chunk_grad(ctx, l, v0, n);
+        if (s || (s = chunk_consume(ctx, l, v0, n, last))) return s;
+    }
+    if (!l->acc.buf) return CLKIT_OK;
+    clkit_tensor acc = matrix(l->acc.buf, CLKIT_F32, 0, l->c.t, l->d, l->d, 1);
+    return clkit_copy(ctx, &acc, l->dx);
 }
 
 static clkit_status run_linear(clkit_context *ctx, lce *l, const clkit_tensor *targets,
@@ -645,25 +752,23 @@ static clkit_status run_linear(clkit_context *ctx, lce *l, const clkit_tensor *t
         (s = lce_kernels(ctx, l)))
         return s;
     clkit_log(CLKIT_LOG_DEBUG, "linear_cross_entropy T %lld D %lld V %lld %s: %lld chunks of %lld, wg %zu, "
-              "dweight in %d token slices", (long long)l->c.t, (long long)l->d, (long long)l->c.v,
-              clkit_dtype_name(l->dt), (long long)l->nchunks, (long long)l->chunk, l->wg, l->dw_splits);
-    for (int64_t i = 0; i < l->nchunks; i++) {
-        int64_t v0 = i * l->chunk, n = l->c.v - v0 < l->chunk ? l->c.v - v0 : l->chunk;
-        if ((s = chunk_logits(ctx, l, v0, n)) ||
-            (s = chunk_stats(ctx, l, v0, n, i == 0, i == l->nchunks - 1)))
-            return s;
+              "dweight in %d token slices, %s", (long long)l->c.t, (long long)l->d, (long long)l->c.v,
+              clkit_dtype_name(l->dt), (long long)l->nchunks, (long long)l->chunk, l->wg, l->dw_splits,
+              l->fused ? "fused" : "unfused");
+    if ((s = lce_forward(ctx, l, loss)) || !(l->dx || l->dw || l->db)) return s;
+    return lce_backward(ctx, l);
+}
+
+/* The first fused tile legal here for 16-bit operands on the tensor cores; -1: none. */
+static int fused_tile(const clkit_context *ctx, clkit_dtype dt)
+{
+    if (dt == CLKIT_F32) return -1;
+    char config[160];
+    for (int i = 0; i < NFUSED; i++) {
+        fused_config(i, config, sizeof config);
+        if (clkit_matmul_tile_legal(ctx, dt, config)) return i;
     }
-    if ((s = reduce_tokens(ctx, loss, &l->c)) || !(l->dx || l->dw || l->db)) return s;
-    for (int64_t i = l->nchunks - 1; i >= 0; i--) {
-        int64_t v0 = i * l->chunk, n = l->c.v - v0 < l->chunk ? l->c.v - v0 : l->chunk;
-        bool last = i == l->nchunks - 1; /* its logits are still in z */
-        if ((!last && (s = chunk_logits(ctx, l, v0, n))) ||
-            (s = chunk_backward(ctx, l, v0, n, last)))
-            return s;
-    }
-    if (!l->acc.buf) return CLKIT_OK;
-    clkit_tensor acc = matrix(l->acc.buf, CLKIT_F32, 0, l->c.t, l->d, l->d, 1);
-    return clkit_copy(ctx, &acc, l->dx);
+    return -1;
 }
 
 /* x (T, D), weight (V, D), bias and dbias (V), dx and dweight shaped like x and weight, all of
@@ -723,7 +828,19 @@ clkit_status clkit_linear_cross_entropy(clkit_context *ctx, const clkit_tensor *
     const clkit_tensor *ts[] = {x, weight, bias, targets, loss, l.c.o.z_loss, dx, dweight, dbias};
     const char *names[] = {"x", "weight", "bias", "targets", "loss", "z_loss", "dx", "dweight", "dbias"};
     if ((s = check_overlaps(ctx, 9, ts, names, 4, -1, -1))) return s;
+    int tile = fused_tile(ctx, l.dt);
+    l.fused = tile >= 0, l.tile = tile >= 0 ? tile : 0;
     s = run_linear(ctx, &l, targets, loss);
     release_lce(ctx, &l);
+    if (s != CLKIT_ERR_UNSUPPORTED || !l.fused) return s;
+    /* Operands the tensor cores cannot take (alignment), or a program that does not build:
+       the unfused route starts over and rewrites every output. */
+    clkit_log(CLKIT_LOG_INFO, "linear_cross_entropy: not fused: %s", clkit_last_error(ctx));
+    clkit_clear_error(ctx);
+    lce u = {.x = x, .w = weight, .bias = bias, .dx = dx, .dw = dweight, .db = dbias, .c.o = l.c.o, .dt = l.dt,
+             .d = l.d};
+    u.c.t = l.c.t, u.c.v = l.c.v;
+    s = run_linear(ctx, &u, targets, loss);
+    release_lce(ctx, &u);
     return s;
 }

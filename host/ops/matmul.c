@@ -456,6 +456,21 @@ static clkit_status set_operands(clkit_context *ctx, cl_kernel k, const problem 
 static clkit_status launch_clkit(clkit_context *ctx, const problem *pr, const clkit_config *c,
                                  const clkit_tensor *out);
 
+/* A tiled kernel (blocked or tensor-core), its arguments set: a work-group a tile. */
+static clkit_status launch_tiles(clkit_context *ctx, cl_kernel k, const problem *pr,
+                                 const clkit_config *c)
+{
+    int bm = cfg(c, "BLOCK_M"), bn = cfg(c, "BLOCK_N");
+    size_t wg = cfg(c, "KERNEL") == KERNEL_MMA ? (size_t)(cfg(c, "WARPS_M") * cfg(c, "WARPS_N") * 32)
+                                               : (size_t)(bm / cfg(c, "THREAD_M")) * (size_t)(bn / cfg(c, "THREAD_N"));
+    size_t limit = clkit_kernel_wg_limit(ctx, k);
+    if (wg > limit)
+        return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "matmul config needs %zu work-items, kernel allows %zu", wg, limit);
+    size_t global[2] = {(size_t)(ceil_div(pr->m, bm) * ceil_div(pr->n, bn)) * wg, (size_t)pr->batch};
+    size_t local[2] = {wg, 1};
+    return clkit_launch(ctx, k, 2, global, local);
+}
+
 /* A tensor-core program that does not build (a driver whose compiler refuses some PTX) turns
    the fast path off for this context and the call runs on the portable kernels. */
 static clkit_status fall_back(clkit_context *ctx, const problem *pr, const clkit_tensor *out)
@@ -483,16 +498,7 @@ static clkit_status launch_clkit(clkit_context *ctx, const problem *pr, const cl
     if (s == CLKIT_ERR_BUILD && kernel == KERNEL_MMA) return fall_back(ctx, pr, out);
     if (s || (s = set_operands(ctx, k, pr, out))) return s;
     size_t limit = clkit_kernel_wg_limit(ctx, k);
-    if (kernel == KERNEL_BLOCKED || kernel == KERNEL_MMA) {
-        int bm = cfg(c, "BLOCK_M"), bn = cfg(c, "BLOCK_N");
-        size_t wg = kernel == KERNEL_MMA ? (size_t)(cfg(c, "WARPS_M") * cfg(c, "WARPS_N") * 32)
-                                         : (size_t)(bm / cfg(c, "THREAD_M")) * (size_t)(bn / cfg(c, "THREAD_N"));
-        if (wg > limit)
-            return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "matmul config needs %zu work-items, kernel allows %zu", wg, limit);
-        size_t global[2] = {(size_t)(ceil_div(pr->m, bm) * ceil_div(pr->n, bn)) * wg, (size_t)pr->batch};
-        size_t local[2] = {wg, 1};
-        return clkit_launch(ctx, k, 2, global, local);
-    }
+    if (kernel == KERNEL_BLOCKED || kernel == KERNEL_MMA) return launch_tiles(ctx, k, pr, c);
     if (kernel == KERNEL_SKINNY) {
         int cols = cfg(c, "SK_COLS") * 4;
         size_t wg = (size_t)(cfg(c, "SK_COLS") * cfg(c, "SK_K"));
@@ -649,6 +655,53 @@ clkit_status clkit_matmul(clkit_context *ctx, const clkit_tensor *a, const clkit
     if (s || pr.m == 0 || pr.n == 0 || pr.batch == 0) return s;
     if ((s = choose(ctx, &pr, &cfg_))) return s;
     return run_config(ctx, &pr, &cfg_, c);
+}
+
+/* ---- epilogues for other ops ---- */
+
+bool clkit_matmul_tile_legal(const clkit_context *ctx, clkit_dtype dt, const char *config)
+{
+    clkit_tensor a;
+    memset(&a, 0, sizeof a);
+    a.dtype = dt;
+    problem pr;
+    memset(&pr, 0, sizeof pr);
+    pr.a = &a, pr.b = &a, pr.c = &a;
+    pr.mma = ctx->props.tensor_cores && !ctx->fast_path_failed;
+    clkit_config c;
+    return clkit_config_parse(config, &c) == 0 && cfg(&c, "KERNEL") == KERNEL_MMA &&
+           mma_legal(&ctx->props, &pr, &c);
+}
+
+clkit_status clkit_matmul_epilogue_run(clkit_context *ctx, const clkit_tensor *a,
+                                       const clkit_tensor *b, const clkit_tensor *c,
+                                       const clkit_matmul_options *opt,
+                                       const clkit_matmul_epilogue *e)
+{
+    problem pr;
+    clkit_config cf;
+    clkit_status s = validate(ctx, a, b, c, opt, &pr);
+    if (s) return s;
+    if (!pr.mma)
+        return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "%s: the tensor cores cannot take these operands here",
+                          e->define);
+    if ((s = choose(ctx, &pr, &cf))) return s;
+    if (cfg(&cf, "KERNEL") != KERNEL_MMA)
+        return clkit_fail(ctx, CLKIT_ERR_INVALID_VALUE, "%s needs a tensor-core tile", e->define);
+    char opts[1024];
+    build_options(&pr, &cf, opts, sizeof opts);
+    size_t used = strlen(opts);
+    snprintf(opts + used, sizeof opts - used, " %s", e->define);
+    cl_kernel k;
+    s = clkit_get_kernel(ctx, "matmul.cl", "matmul_mma", opts, &k);
+    if (s == CLKIT_ERR_BUILD) {
+        clkit_log(CLKIT_LOG_WARN, "tensor-core matmul failed to build: %s", clkit_last_error(ctx));
+        ctx->fast_path_failed = true;
+        return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "%s: the tensor-core program does not build", e->define);
+    }
+    if (s || (s = set_operands(ctx, k, &pr, c))) return s;
+    for (int i = 0; i < e->nargs && !s; i++) s = clkit_set_arg(ctx, k, (cl_uint)(22 + i), e->size[i], e->value[i]);
+    return s ? s : launch_tiles(ctx, k, &pr, &cf);
 }
 
 /* ---- tuning ---- */
