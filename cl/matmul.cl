@@ -597,8 +597,8 @@ INLINE void mma_step(const uint af[FRAG_M][4], const uint bf[FRAG_N][2], float a
 #if defined(EPI_CE_STATS) || defined(EPI_CE_GRAD)
 /* Cross-entropy epilogues for linear + cross-entropy (cl/cross_entropy.cl has the maths):
    the logits z = x W^T of the tile never reach global memory. Column n of the product is
-   vocabulary entry v0 + n; tgt holds each row's target (-1: ignored); bias (NULL: none) is in
-   the operands' storage dtype; z is soft-capped when cap > 0.
+   vocabulary entry v0 + n; tgt holds each row's target (-1: ignored); bias (CE_BIAS) is in
+   the operands' storage dtype; z is soft-capped (CE_CAP) as cap tanh(z / cap).
    - EPI_CE_STATS: per row, the tile's max m, sum of exp(z - m) and (label smoothing, when sz
      is not NULL) sum of z go to ms[row * slots + column tile] and sz[...]; the one tile that
      holds the target writes its logit to zt[row]. lce_merge folds the tiles into losses and
@@ -619,12 +619,18 @@ INLINE void mma_step(const uint af[FRAG_M][4], const uint bf[FRAG_N][2], float a
         float cap, __global float2 *ms, __global float *sz, __global float *zt, long slots,     \
         __global const float4 *state, float smoothing, float z_scale, float grad_scale, long v
 
-/* The logit at column n (< N) from its accumulator: bias added, soft-capped. */
+/* The logit at column n (< N) from its accumulator: bias added, soft-capped (the host sets
+   CE_BIAS and CE_CAP only when asked, so the common case carries neither). */
 INLINE float ce_logit(float acc, int n, __global const C_T *bias, long bias_off, long bias_stride,
                       long v0, float cap)
 {
-    float z = acc + (bias ? LOAD_C(bias, bias_off + (v0 + n) * bias_stride) : 0.0f);
-    return cap > 0.0f ? cap * tanh(z / cap) : z;
+#if defined(CE_BIAS)
+    acc += LOAD_C(bias, bias_off + (v0 + n) * bias_stride);
+#endif
+#if defined(CE_CAP)
+    acc = cap * tanh(acc / cap);
+#endif
+    return acc;
 }
 
 /* exp(x - m) through the special-function unit; 0 where m is -inf (nothing seen yet). */
@@ -699,7 +705,9 @@ INLINE void ce_grad_row(float acc[FRAG_N][4], int h, __global C_T *crow, long c_
             if (y >= 0) {
                 float z = ce_logit(acc[j][h * 2 + e], n, bias, bias_off, bias_stride, v0, cap);
                 g = p * nv_exp2((z - lse) * M_LOG2E_F) - base - (v0 + n == y ? hit : 0.0f);
-                if (cap > 0.0f) g *= 1.0f - (z / cap) * (z / cap);
+#if defined(CE_CAP)
+                g *= 1.0f - (z / cap) * (z / cap);
+#endif
             }
             STORE_C(crow, n * c_sn, g);
         }

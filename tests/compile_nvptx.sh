@@ -5,7 +5,7 @@
 # constraints, registers and spills (printed per kernel). The configurations are the
 # tensor-core tiles of host/ops/matmul.c (its mma_shapes table in both 16-bit dtypes, its
 # tf32_shapes table with f32 operands, TF32 and 3xTF32) in every operand layout, linear +
-# cross-entropy's fused tiles (host/ops/cross_entropy.c) with its epilogues, and those of host/ops/attention.c
+# cross-entropy's fused tiles (host/ops/cross_entropy.c) with their epilogues, and those of host/ops/attention.c
 # (mma_fwd, mma_dkdv, mma_dq in both 16-bit dtypes; their _f32 tables in f32) for each head dim
 # they serve whose tiles fit the architecture's local memory. Prints "nvptx-compile: N passed,
 # M failed"; exits nonzero on any failure.
@@ -96,18 +96,21 @@ matmul() {
 matmul mma_shapes F16
 matmul tf32_shapes F32
 # The fused GEMMs of linear + cross-entropy: each tile of host/ops/cross_entropy.c's
-# fused_tiles with each CE epilogue (x k-contiguous times W^T, k-contiguous), f16 and bf16
-for s in $(table "$root/host/ops/cross_entropy.c" fused_tiles); do
-  IFS=, read -r bm bn bk wm wn st <<<"$s"
-  for sm in 80 90; do
-    [ "$((st * (bm + bn) * bk * 2))" -le "$(local_limit "$sm")" ] || continue
-    for dt in F16 BF16; do
-      for epi in STATS GRAD; do
-        # shellcheck disable=SC2046 # one flag or none
-        build "lce ${bm}x${bn}x${bk} w${wm}x${wn} s$st $dt EPI_CE_$epi" "$sm" matmul.cl -D KERNEL=4 \
-          -D BLOCK_M="$bm" -D BLOCK_N="$bn" -D BLOCK_K="$bk" -D WARPS_M="$wm" -D WARPS_N="$wn" \
-          -D STAGES="$st" -D GROUP_M=8 -D A_DTYPE="$dt" -D B_DTYPE="$dt" -D C_DTYPE="$dt" \
-          -D A_KMAJOR=1 -D B_NMAJOR=0 -D "EPI_CE_$epi" $([ "$dt" = BF16 ] && echo -D MMA_BF16)
+# stats_tiles and grad_tiles with its CE epilogue (x k-contiguous times W^T, k-contiguous),
+# f16 and bf16, plain and with bias and soft-capping
+for epi in STATS GRAD; do
+  for s in $(table "$root/host/ops/cross_entropy.c" "$(echo $epi | tr A-Z a-z)_tiles"); do
+    IFS=, read -r bm bn bk wm wn st <<<"$s"
+    for sm in 80 90; do
+      [ "$((st * (bm + bn) * bk * 2))" -le "$(local_limit "$sm")" ] || continue
+      for dt in F16 BF16; do
+        for opts in "" "-D CE_BIAS -D CE_CAP"; do
+          # shellcheck disable=SC2046,SC2086 # one flag or none; opts is a list of flags
+          build "lce ${bm}x${bn}x${bk} w${wm}x${wn} s$st $dt EPI_CE_$epi $opts" "$sm" matmul.cl -D KERNEL=4 \
+            -D BLOCK_M="$bm" -D BLOCK_N="$bn" -D BLOCK_K="$bk" -D WARPS_M="$wm" -D WARPS_N="$wn" \
+            -D STAGES="$st" -D GROUP_M=8 -D A_DTYPE="$dt" -D B_DTYPE="$dt" -D C_DTYPE="$dt" \
+            -D A_KMAJOR=1 -D B_NMAJOR=0 -D "EPI_CE_$epi" $opts $([ "$dt" = BF16 ] && echo -D MMA_BF16)
+        done
       done
     done
   done

@@ -413,8 +413,9 @@ typedef struct lce {
     int dw_splits;             /* token slices of the dweight GEMM (1: one GEMM) */
     size_t wg;
     cl_kernel stats, grad, dbias, dw_sum; /* stats: lce_merge when fused */
-    /* fused: the logits stay in matmul_mma's CE epilogues (tensor cores), in `tile` */
-    int fused, tile, slots;    /* slots: column tiles of a row (V / BLOCK_N, rounded up) */
+    /* fused: the logits stay in matmul_mma's CE epilogues (tensor cores), in stats_tiles[tile]
+       and grad_tiles[grad_tile] */
+    int fused, tile, grad_tile, slots; /* slots: column tiles of a row (V / BLOCK_N, rounded up) */
     scratch ms, sz, zt;        /* the epilogue's per-tile states and target logits */
 } lce;
 
@@ -613,23 +614,27 @@ static clkit_status chunk_consume(clkit_context *ctx, const lce *l, int64_t v0, 
 
 /* Tensor-core tiles of the fused GEMMs (BLOCK_M, BLOCK_N, BLOCK_K, WARPS_M, WARPS_N, STAGES,
    as matmul's mma_shapes), the first legal one taken: sm_90's larger local memory first,
-   then rings within 48 KiB. */
-static const int fused_tiles[][6] = {
-    {128, 256, 32, 2, 4, 4}, {128, 128, 32, 2, 4, 4}, {128, 128, 32, 2, 2, 4},
-    {128, 256, 32, 2, 4, 2}, {128, 128, 32, 2, 2, 3}, {64, 64, 32, 2, 2, 4},
+   then rings within 48 KiB. The forward's are wide, since its per-tile states take
+   T x V / BLOCK_N x 8 bytes of scratch; the backward's 128 x 128 on 8 warps ran its GEMMs
+   2-14 % faster than 128 x 256 (H100, the shapes of TARGETS.md). */
+static const int stats_tiles[][6] = {
+    {128, 256, 32, 2, 4, 4}, {128, 256, 32, 2, 4, 2}, {128, 128, 32, 2, 2, 3}, {64, 64, 32, 2, 2, 4},
 };
-#define NFUSED ((int)(sizeof fused_tiles / sizeof *fused_tiles))
+static const int grad_tiles[][6] = {
+    {128, 128, 32, 2, 4, 4}, {128, 256, 32, 2, 4, 2}, {128, 128, 32, 2, 2, 3}, {64, 64, 32, 2, 2, 4},
+};
+#define NFUSED 4
 
-static void fused_config(int tile, char *buf, size_t n)
+static void fused_config(const int *t, char *buf, size_t n)
 {
-    const int *t = fused_tiles[tile];
     snprintf(buf, n, "KERNEL=4,BLOCK_M=%d,BLOCK_N=%d,BLOCK_K=%d,WARPS_M=%d,WARPS_N=%d,STAGES=%d,GROUP_M=8",
              t[0], t[1], t[2], t[3], t[4], t[5]);
 }
 
-/* The chunk's product x W[v0 : v0 + n]^T through matmul_mma with epilogue `define`
-   (EPI_CE_STATS: per-tile states; EPI_CE_GRAD: dloss/dz into s), in tile l->tile. */
-static clkit_status fused_gemm(clkit_context *ctx, const lce *l, const char *define, int64_t v0,
+/* The chunk's product x W[v0 : v0 + n]^T through matmul_mma with a CE epilogue: per-tile
+   states (forward) or dloss/dz into s (backward). Bias and soft-capping are compiled in
+   only when used. */
+static clkit_status fused_gemm(clkit_context *ctx, const lce *l, bool forward, int64_t v0,
                                int64_t n)
 {
     const ce_common *c = &l->c;
@@ -637,6 +642,9 @@ static clkit_status fused_gemm(clkit_context *ctx, const lce *l, const char *def
     cl_long v0l = v0, slots = l->slots, v = c->v;
     float cap = c->o.softcap, smoothing = c->o.label_smoothing, zs = c->o.z_loss_scale;
     float scale = c->grad_scale;
+    char define[64], config[160];
+    snprintf(define, sizeof define, "-D EPI_CE_%s%s%s", forward ? "STATS" : "GRAD",
+             l->bias ? " -D CE_BIAS" : "", cap > 0.0f ? " -D CE_CAP" : "");
     clkit_matmul_epilogue e = {define, 15,
         {sizeof(cl_mem), sizeof b.off, sizeof b.stride, sizeof(cl_mem), sizeof v0l, sizeof cap,
          sizeof(cl_mem), sizeof(cl_mem), sizeof(cl_mem), sizeof slots, sizeof(cl_mem),
@@ -645,8 +653,7 @@ static clkit_status fused_gemm(clkit_context *ctx, const lce *l, const char *def
          &slots, &l->state.buf, &smoothing, &zs, &scale, &v}};
     clkit_tensor wt = vocab_rows(l->w, v0, n, true);
     clkit_tensor g = matrix(l->s.buf, l->dt, 0, c->t, n, l->lds, 1);
-    char config[160];
-    fused_config(l->tile, config, sizeof config);
+    fused_config(forward ? stats_tiles[l->tile] : grad_tiles[l->grad_tile], config, sizeof config);
     clkit_matmul_options mo = clkit_matmul_defaults();
     mo.config = config;
     return clkit_matmul_epilogue_run(ctx, l->x, &wt, &g, &mo, &e);
@@ -693,7 +700,7 @@ static clkit_status lce_scratch(clkit_context *ctx, lce *l)
     l->nchunks = (l->c.v + l->chunk - 1) / l->chunk;
     l->ldz = round_up(l->chunk, 4);
     l->lds = s16 ? round_up(l->chunk, 8) : l->ldz;
-    l->slots = (int)((l->c.v + fused_tiles[l->tile][1] - 1) / fused_tiles[l->tile][1]);
+    l->slots = (int)((l->c.v + stats_tiles[l->tile][1] - 1) / stats_tiles[l->tile][1]);
     size_t slots = (size_t)l->slots;
     clkit_status s;
     if ((s = scratch_get(ctx, t * 4 * sizeof(float), &l->state)) ||
@@ -718,7 +725,7 @@ static clkit_status lce_forward(clkit_context *ctx, lce *l, const clkit_tensor *
     clkit_status s;
     for (int64_t i = 0; i < l->nchunks; i++) {
         int64_t v0 = i * l->chunk, n = l->c.v - v0 < l->chunk ? l->c.v - v0 : l->chunk;
-        if (l->fused) s = fused_gemm(ctx, l, "-D EPI_CE_STATS", v0, n);
+        if (l->fused) s = fused_gemm(ctx, l, true, v0, n);
         else if (!(s = chunk_logits(ctx, l, v0, n)))
             s = chunk_stats(ctx, l, v0, n, i == 0, i == l->nchunks - 1);
         if (s) return s;
@@ -734,7 +741,7 @@ static clkit_status lce_backward(clkit_context *ctx, lce *l)
     for (int64_t i = l->nchunks - 1; i >= 0; i--) {
         int64_t v0 = i * l->chunk, n = l->c.v - v0 < l->chunk ? l->c.v - v0 : l->chunk;
         bool last = i == l->nchunks - 1;
-        if (l->fused) s = fused_gemm(ctx, l, "-D EPI_CE_GRAD", v0, n);
+        if (l->fused) s = fused_gemm(ctx, l, false, v0, n);
         else if (!(s = last ? CLKIT_OK : chunk_logits(ctx, l, v0, n)))
             s = chunk_grad(ctx, l, v0, n);
         if (s || (s = chunk_consume(ctx, l, v0, n, last))) return s;
@@ -759,13 +766,13 @@ static clkit_status run_linear(clkit_context *ctx, lce *l, const clkit_tensor *t
     return lce_backward(ctx, l);
 }
 
-/* The first fused tile legal here for 16-bit operands on the tensor cores; -1: none. */
-static int fused_tile(const clkit_context *ctx, clkit_dtype dt)
+/* The first tile of `tiles` legal here for 16-bit operands on the tensor cores; -1: none. */
+static int fused_tile(const clkit_context *ctx, clkit_dtype dt, const int (*tiles)[6])
 {
     if (dt == CLKIT_F32) return -1;
     char config[160];
     for (int i = 0; i < NFUSED; i++) {
-        fused_config(i, config, sizeof config);
+        fused_config(tiles[i], config, sizeof config);
         if (clkit_matmul_tile_legal(ctx, dt, config)) return i;
     }
     return -1;
@@ -828,8 +835,9 @@ clkit_status clkit_linear_cross_entropy(clkit_context *ctx, const clkit_tensor *
     const clkit_tensor *ts[] = {x, weight, bias, targets, loss, l.c.o.z_loss, dx, dweight, dbias};
     const char *names[] = {"x", "weight", "bias", "targets", "loss", "z_loss", "dx", "dweight", "dbias"};
     if ((s = check_overlaps(ctx, 9, ts, names, 4, -1, -1))) return s;
-    int tile = fused_tile(ctx, l.dt);
-    l.fused = tile >= 0, l.tile = tile >= 0 ? tile : 0;
+    int tile = fused_tile(ctx, l.dt, stats_tiles), grad_tile = fused_tile(ctx, l.dt, grad_tiles);
+    l.fused = tile >= 0 && grad_tile >= 0;
+    l.tile = l.fused ? tile : 0, l.grad_tile = l.fused ? grad_tile : 0;
     s = run_linear(ctx, &l, targets, loss);
     release_lce(ctx, &l);
     if (s != CLKIT_ERR_UNSUPPORTED || !l.fused) return s;
