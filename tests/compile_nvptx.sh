@@ -96,10 +96,10 @@ matmul() {
 matmul mma_shapes F16
 matmul tf32_shapes F32
 # The fused GEMMs of linear + cross-entropy: each tile of host/ops/cross_entropy.c's
-# stats_tiles and grad_tiles with its CE epilogue (x k-contiguous times W^T, k-contiguous),
-# f16 and bf16, plain and with bias and soft-capping
+# fused_tiles with each CE epilogue (x k-contiguous times W^T, k-contiguous), f16 and bf16,
+# plain and with bias and soft-capping
 for epi in STATS GRAD; do
-  for s in $(table "$root/host/ops/cross_entropy.c" "$(echo $epi | tr A-Z a-z)_tiles"); do
+  for s in $(table "$root/host/ops/cross_entropy.c" fused_tiles); do
     IFS=, read -r bm bn bk wm wn st <<<"$s"
     for sm in 80 90; do
       [ "$((st * (bm + bn) * bk * 2))" -le "$(local_limit "$sm")" ] || continue

@@ -22,6 +22,11 @@
 #define LCE_BUDGET (64ull << 20)
 #define LCE_COLS 128              /* default chunk widths are multiples of this */
 #define FUSED_COLS 256            /* fused chunks: a multiple of every fused tile's BLOCK_N */
+/* Fused, the gradient chunk may take what the f32 dx accumulator and the per-tile states
+   leave of this (never less than LCE_BUDGET): on an H100, chunks of 2048 instead of 1024
+   columns took T 32768, D 384 from 25.5 to 22.5 ms, and T 8192, D 4096, V 128256 keeps its
+   4096 columns at 224 MiB in all, 4.5 % of torch's extra memory (5 % is the target). */
+#define LCE_FUSED_BUDGET (224ull << 20)
 #define DB_COLS 32                /* lce_dbias's work-group, as in the kernel */
 #define DB_ROWS 8
 
@@ -413,9 +418,8 @@ typedef struct lce {
     int dw_splits;             /* token slices of the dweight GEMM (1: one GEMM) */
     size_t wg;
     cl_kernel stats, grad, dbias, dw_sum; /* stats: lce_merge when fused */
-    /* fused: the logits stay in matmul_mma's CE epilogues (tensor cores), in stats_tiles[tile]
-       and grad_tiles[grad_tile] */
-    int fused, tile, grad_tile, slots; /* slots: column tiles of a row (V / BLOCK_N, rounded up) */
+    /* fused: the logits stay in matmul_mma's CE epilogues (tensor cores), in fused_tiles[tile] */
+    int fused, tile, slots;    /* slots: column tiles of a row (V / BLOCK_N, rounded up) */
     scratch ms, sz, zt;        /* the epilogue's per-tile states and target logits */
 } lce;
 
@@ -434,17 +438,19 @@ static void release_lce(clkit_context *ctx, lce *l)
 
 /* Columns per chunk: $CLKIT_LCE_CHUNK when set to a positive count, else the most whose
    scratch (T x chunk f32 logits, plus the gradient in the storage dtype when it cannot
-   overwrite them; fused: the gradient alone) fits min(LCE_BUDGET, max_alloc / 2); a multiple
-   of `cols` and at least `cols` (LCE_COLS, or a fused tile's BLOCK_N, which the epilogue's
-   slots need), and never more than V. */
+   overwrite them; fused: the gradient alone) fits min(budget, max_alloc / 2), fused a power
+   of two (a ragged last chunk cost T 32768, V 32768 2 ms at 2304 columns against 2048); a
+   multiple of `cols` and at least `cols` (LCE_COLS, or FUSED_COLS, which the epilogue's slots
+   need), and never more than V. */
 static int64_t chunk_width(const struct clkit_device_props *p, int64_t t, int64_t v,
-                           uint64_t bytes_per_logit, int64_t cols)
+                           uint64_t bytes_per_logit, int64_t cols, uint64_t budget, bool pow2)
 {
     const char *env = getenv("CLKIT_LCE_CHUNK");
     int64_t w = env ? atoll(env) : 0;
     if (w <= 0) {
-        uint64_t budget = p->max_alloc / 2 < LCE_BUDGET ? p->max_alloc / 2 : LCE_BUDGET;
+        if (p->max_alloc / 2 < budget) budget = p->max_alloc / 2;
         w = (int64_t)(budget / ((uint64_t)t * bytes_per_logit));
+        if (pow2 && w > 0) w = (int64_t)pow2_floor((size_t)w);
     }
     w = w / cols * cols;
     if (w < cols) w = cols;
@@ -614,16 +620,13 @@ static clkit_status chunk_consume(clkit_context *ctx, const lce *l, int64_t v0, 
 
 /* Tensor-core tiles of the fused GEMMs (BLOCK_M, BLOCK_N, BLOCK_K, WARPS_M, WARPS_N, STAGES,
    as matmul's mma_shapes), the first legal one taken: sm_90's larger local memory first,
-   then rings within 48 KiB. The forward's are wide, since its per-tile states take
-   T x V / BLOCK_N x 8 bytes of scratch; the backward's 128 x 128 on 8 warps ran its GEMMs
-   2-14 % faster than 128 x 256 (H100, the shapes of TARGETS.md). */
-static const int stats_tiles[][6] = {
+   then rings within 48 KiB. Wide tiles halve the forward's per-tile states (T x V / BLOCK_N
+   x 8 bytes of scratch); in the backward 128 x 256 also beat 128 x 128 on 8 warps (H100,
+   the shapes of TARGETS.md: 23.4 / 124.7 ms against 24.7 / 132.5). */
+static const int fused_tiles[][6] = {
     {128, 256, 32, 2, 4, 4}, {128, 256, 32, 2, 4, 2}, {128, 128, 32, 2, 2, 3}, {64, 64, 32, 2, 2, 4},
 };
-static const int grad_tiles[][6] = {
-    {128, 128, 32, 2, 4, 4}, {128, 256, 32, 2, 4, 2}, {128, 128, 32, 2, 2, 3}, {64, 64, 32, 2, 2, 4},
-};
-#define NFUSED 4
+#define NFUSED ((int)(sizeof fused_tiles / sizeof *fused_tiles))
 
 static void fused_config(const int *t, char *buf, size_t n)
 {
@@ -653,7 +656,7 @@ static clkit_status fused_gemm(clkit_context *ctx, const lce *l, bool forward, i
          &slots, &l->state.buf, &smoothing, &zs, &scale, &v}};
     clkit_tensor wt = vocab_rows(l->w, v0, n, true);
     clkit_tensor g = matrix(l->s.buf, l->dt, 0, c->t, n, l->lds, 1);
-    fused_config(forward ? stats_tiles[l->tile] : grad_tiles[l->grad_tile], config, sizeof config);
+    fused_config(fused_tiles[l->tile], config, sizeof config);
     clkit_matmul_options mo = clkit_matmul_defaults();
     mo.config = config;
     return clkit_matmul_epilogue_run(ctx, l->x, &wt, &g, &mo, &e);
@@ -695,13 +698,16 @@ static clkit_status lce_scratch(clkit_context *ctx, lce *l)
 {
     size_t es = clkit_dtype_size(l->dt), t = (size_t)l->c.t;
     bool grads = l->dx || l->dw || l->db, s16 = l->fused || (grads && l->dt != CLKIT_F32);
-    l->chunk = l->fused ? chunk_width(&ctx->props, l->c.t, l->c.v, es, FUSED_COLS)
-                        : chunk_width(&ctx->props, l->c.t, l->c.v, 4 + (s16 ? es : 0), LCE_COLS);
+    l->slots = (int)((l->c.v + fused_tiles[l->tile][1] - 1) / fused_tiles[l->tile][1]);
+    size_t slots = (size_t)l->slots;
+    size_t acc = l->dx && l->dx->dtype != CLKIT_F32 ? t * (size_t)l->d * sizeof(float) : 0;
+    size_t fixed = acc + t * slots * (l->c.o.label_smoothing > 0.0f ? 12 : 8);
+    l->chunk = l->fused ? chunk_width(&ctx->props, l->c.t, l->c.v, es, FUSED_COLS,
+                                      fixed + LCE_BUDGET < LCE_FUSED_BUDGET ? LCE_FUSED_BUDGET - fixed : LCE_BUDGET, true)
+                        : chunk_width(&ctx->props, l->c.t, l->c.v, 4 + (s16 ? es : 0), LCE_COLS, LCE_BUDGET, false);
     l->nchunks = (l->c.v + l->chunk - 1) / l->chunk;
     l->ldz = round_up(l->chunk, 4);
     l->lds = s16 ? round_up(l->chunk, 8) : l->ldz;
-    l->slots = (int)((l->c.v + stats_tiles[l->tile][1] - 1) / stats_tiles[l->tile][1]);
-    size_t slots = (size_t)l->slots;
     clkit_status s;
     if ((s = scratch_get(ctx, t * 4 * sizeof(float), &l->state)) ||
         (!l->fused && (s = scratch_get(ctx, t * (size_t)l->ldz * sizeof(float), &l->z))) ||
@@ -711,8 +717,7 @@ static clkit_status lce_scratch(clkit_context *ctx, lce *l)
                      (s = scratch_get(ctx, t * sizeof(float), &l->zt)) ||
                      (l->c.o.label_smoothing > 0.0f && (s = scratch_get(ctx, t * slots * sizeof(float), &l->sz)))))
         return s;
-    if (l->dx && l->dx->dtype != CLKIT_F32)
-        s = scratch_get(ctx, t * (size_t)l->d * sizeof(float), &l->acc);
+    if (acc) s = scratch_get(ctx, acc, &l->acc);
     l->dw_splits = l->dw ? dw_splits(&ctx->props, l->c.t, l->chunk, l->d) : 1;
     if (!s && l->dw_splits > 1)
         s = scratch_get(ctx, (size_t)l->dw_splits * (size_t)l->chunk * (size_t)l->d * sizeof(float), &l->part);
@@ -766,13 +771,13 @@ static clkit_status run_linear(clkit_context *ctx, lce *l, const clkit_tensor *t
     return lce_backward(ctx, l);
 }
 
-/* The first tile of `tiles` legal here for 16-bit operands on the tensor cores; -1: none. */
-static int fused_tile(const clkit_context *ctx, clkit_dtype dt, const int (*tiles)[6])
+/* The first fused tile legal here for 16-bit operands on the tensor cores; -1: none. */
+static int fused_tile(const clkit_context *ctx, clkit_dtype dt)
 {
     if (dt == CLKIT_F32) return -1;
     char config[160];
     for (int i = 0; i < NFUSED; i++) {
-        fused_config(tiles[i], config, sizeof config);
+        fused_config(fused_tiles[i], config, sizeof config);
         if (clkit_matmul_tile_legal(ctx, dt, config)) return i;
     }
     return -1;
@@ -835,9 +840,8 @@ clkit_status clkit_linear_cross_entropy(clkit_context *ctx, const clkit_tensor *
     const clkit_tensor *ts[] = {x, weight, bias, targets, loss, l.c.o.z_loss, dx, dweight, dbias};
     const char *names[] = {"x", "weight", "bias", "targets", "loss", "z_loss", "dx", "dweight", "dbias"};
     if ((s = check_overlaps(ctx, 9, ts, names, 4, -1, -1))) return s;
-    int tile = fused_tile(ctx, l.dt, stats_tiles), grad_tile = fused_tile(ctx, l.dt, grad_tiles);
-    l.fused = tile >= 0 && grad_tile >= 0;
-    l.tile = l.fused ? tile : 0, l.grad_tile = l.fused ? grad_tile : 0;
+    int tile = fused_tile(ctx, l.dt);
+    l.fused = tile >= 0, l.tile = tile >= 0 ? tile : 0;
     s = run_linear(ctx, &l, targets, loss);
     release_lce(ctx, &l);
     if (s != CLKIT_ERR_UNSUPPORTED || !l.fused) return s;
