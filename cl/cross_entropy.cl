@@ -18,7 +18,10 @@
    columns at a time with clkit_matmul into an f32 scratch; lce_stats folds each chunk into a
    per-row running state (max, sum of exp, sum of logits, target logit) and, after the last,
    writes the losses and keeps lse; lce_grad turns a recomputed chunk into dloss/dz in the
-   storage dtype for the weight and input GEMMs; lce_dbias sums its columns.
+   storage dtype for the weight and input GEMMs; lce_dbias sums its columns. On NVIDIA's
+   tensor cores no f32 logits are stored at all: matmul_mma's CE epilogues (cl/matmul.cl) do
+   lce_stats' and lce_grad's work in registers, and lce_merge folds the forward's per-tile
+   states.
 
    Every sum has a fixed order (a work-item's own elements in sequence, then a tree over the
    work-group whose shape depends only on WG), so reruns are bitwise equal; reductions use

@@ -9,7 +9,13 @@
    tuned GEMMs serve it): a forward sweep folds each chunk into per-row running statistics,
    and a backward sweep, in reverse so that the last chunk's logits still in scratch are
    reused, recomputes each chunk, turns it into dloss/dz and feeds the weight and input GEMMs.
-   Extra memory is O(T * chunk + T), plus an f32 (T, D) accumulator when dx is 16-bit. */
+   Extra memory is O(T * chunk + T), plus an f32 (T, D) accumulator when dx is 16-bit.
+
+   Fused (16-bit operands on NVIDIA's tensor cores) the chunk GEMMs end in matmul_mma's CE
+   epilogues through clkit_matmul_epilogue_run: the forward keeps per-row, per-tile states
+   (O(T * V / BLOCK_N)) that lce_merge folds, the backward writes dloss/dz straight from the
+   accumulators; no f32 logits exist. Operands the tensor cores refuse, or a program that does
+   not build, send the call down the unfused route. */
 #include "../internal.h"
 
 #include <math.h>
