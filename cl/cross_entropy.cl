@@ -224,6 +224,14 @@ static inline void store_token(__global float *out, long off, long stride, long 
     if (out) out[off + t * stride] = v;
 }
 
+/* A token's loss and z-loss (l.x, l.y); either output may be NULL. */
+static inline void store_losses(__global float *loss, long l_off, long l_stride,
+                                __global float *zloss, long z_off, long z_stride, long t, float2 l)
+{
+    store_token(loss, l_off, l_stride, t, l.x);
+    store_token(zloss, z_off, z_stride, t, l.y);
+}
+
 /* ---- the fused kernel: rows of stored logits ---- */
 
 /* f16 bits to f32 and back without cl_khr_fp16. */
@@ -358,10 +366,7 @@ void ce_rows(__global const elem_t *x, long x_off, long x_rs, long x_cs,
         const int y = tgt[row];
         float val[ITEMS];
         if (y < 0) { /* ignored: no loss, zero gradient, the row is never read */
-            if (lane == 0) {
-                store_token(loss, l_off, l_stride, row, 0.0f);
-                store_token(zloss, z_off, z_stride, row, 0.0f);
-            }
+            if (lane == 0) store_losses(loss, l_off, l_stride, zloss, z_off, z_stride, row, (float2)(0.0f));
             for (int i = 0; i < ITEMS; i++) val[i] = 0.0f;
             for (long b = 0; dx && b < end; b += SPAN)
                 store_step(dx + ds - a + b * d_cs, d_cs, lane, b ? 0 : a,
@@ -379,8 +384,7 @@ void ce_rows(__global const elem_t *x, long x_off, long x_rs, long x_cs,
         st = online_reduce(st, red_m, red_s);
         if (lane == 0) {
             const float2 l = row_loss(st, zy, smoothing, z_scale, v);
-            store_token(loss, l_off, l_stride, row, l.x);
-            store_token(zloss, z_off, z_stride, row, l.y);
+            store_losses(loss, l_off, l_stride, zloss, z_off, z_stride, row, l);
         }
         if (!dx) continue;
         const grad_coef coef = row_coef(row_lse(st), grad_scale, smoothing, z_scale, v, cap);
@@ -447,10 +451,7 @@ void lce_stats(__global const float *z, long ldz, long n, long v0, __global cons
     for (long row = get_group_id(0); row < n_rows; row += get_num_groups(0)) {
         const int y = tgt[row];
         if (y < 0) {
-            if (last && lane == 0) {
-                store_token(loss, l_off, l_stride, row, 0.0f);
-                store_token(zloss, z_off, z_stride, row, 0.0f);
-            }
+            if (last && lane == 0) store_losses(loss, l_off, l_stride, zloss, z_off, z_stride, row, (float2)(0.0f));
             continue;
         }
         __global const float *zr = z + row * ldz;
@@ -470,8 +471,7 @@ void lce_stats(__global const float *z, long ldz, long n, long v0, __global cons
             zy = cap_logit(zr[y - v0] + (bias ? LOAD(bias, b_off + y * b_stride) : 0.0f), cap);
         if (last) {
             const float2 l = row_loss(all, zy, smoothing, z_scale, v);
-            store_token(loss, l_off, l_stride, row, l.x);
-            store_token(zloss, z_off, z_stride, row, l.y);
+            store_losses(loss, l_off, l_stride, zloss, z_off, z_stride, row, l);
             all.m = row_lse(all);
         }
         state[row] = (float4)(all.m, all.s, all.sz, zy);
@@ -494,10 +494,7 @@ void lce_merge(__global const float2 *ms, __global const float *sz, __global con
     for (long row = get_group_id(0); row < n_rows; row += get_num_groups(0)) {
         const int y = tgt[row];
         if (y < 0) {
-            if (lane == 0) {
-                store_token(loss, l_off, l_stride, row, 0.0f);
-                store_token(zloss, z_off, z_stride, row, 0.0f);
-            }
+            if (lane == 0) store_losses(loss, l_off, l_stride, zloss, z_off, z_stride, row, (float2)(0.0f));
             continue;
         }
         online st = {-INFINITY, 0.0f, 0.0f};
@@ -511,8 +508,7 @@ void lce_merge(__global const float2 *ms, __global const float *sz, __global con
         st = online_reduce(st, red_m, red_s);
         if (lane != 0) continue;
         const float2 l = row_loss(st, zt[row], smoothing, z_scale, v);
-        store_token(loss, l_off, l_stride, row, l.x);
-        store_token(zloss, z_off, z_stride, row, l.y);
+        store_losses(loss, l_off, l_stride, zloss, z_off, z_stride, row, l);
         state[row] = (float4)(row_lse(st), st.s, st.sz, zt[row]);
     }
 }
