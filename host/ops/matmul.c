@@ -318,19 +318,26 @@ static clkit_config heuristic_config(const struct clkit_device_props *p, const p
         c = skinny(cols, (rows <= 4 ? 256 : 128) / cols, rows);
         if (config_legal(p, pr, &c)) return c;
     }
-    /* Short of a full wave, the tile with the most work-groups: the table is ordered by
-       speed, not size (H100 f32 256^3 on its last row, 2 work-groups: 0.37 TFLOP/s). */
-    clkit_config best = {0};
+    /* The first tile (the table is ordered by speed) that fills the device and wastes at
+       most an eighth of its grid on padding (N 384 on 128 x 256 pads a quarter: 256 x 128
+       fits it); else the first that fills the device; short of a full wave, the tile with the
+       most work-groups, not the largest (H100 f32 256^3 on the table's last row, 2
+       work-groups: 0.37 TFLOP/s). */
+    clkit_config best = {0}, filling = {0};
     uint64_t best_groups = 0; /* 0: no legal tensor-core tile */
     const int (*tiles)[6];
     size_t ntiles = mma_table(pr, &tiles);
     for (size_t i = 0; i < ntiles; i++) {
         clkit_config c = mma(tiles[i], 8);
         if (!config_legal(p, pr, &c)) continue;
-        uint64_t groups = (uint64_t)(ceil_div(pr->m, tiles[i][0]) * ceil_div(pr->n, tiles[i][1]) * pr->batch);
-        if (groups >= want) return c;
+        int64_t rows = ceil_div(pr->m, tiles[i][0]), cols = ceil_div(pr->n, tiles[i][1]);
+        uint64_t groups = (uint64_t)(rows * cols * pr->batch);
+        double grid = (double)(rows * tiles[i][0]) * (double)(cols * tiles[i][1]);
+        if (groups >= want && (double)pr->m * (double)pr->n >= 0.875 * grid) return c;
+        if (groups >= want && !cfg(&filling, "KERNEL")) filling = c;
         if (groups > best_groups) best = c, best_groups = groups;
     }
+    if (cfg(&filling, "KERNEL")) return filling;
     if (best_groups) return best;
     int found = 0;
     for (size_t i = 0; i < NSHAPES; i++) {
