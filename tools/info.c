@@ -160,10 +160,16 @@ static void print_heuristics(const struct clkit_device_props *dev)
         print_softmax_plan(dev, softmax_m, softmax_n[i]);
     const char *off = dev->nv_cc_major >= 8 ? "portable kernels (CLKIT_TENSOR_CORES=0)"
                                             : "portable kernels (tensor cores need NVIDIA sm_80 or later)";
-    printf("  matmul (and linear cross-entropy) with f16/bf16 operands: %s\n",
+    printf("  matmul with f16/bf16 operands: %s\n",
            dev->tensor_cores ? "tensor cores (mma.sync) when every operand has a unit-stride "
                                "dimension and 8-element-aligned strides, else portable kernels"
                              : off);
+    printf("  linear cross-entropy f16/bf16: %s\n",
+           dev->tensor_cores ? "fused on the tensor cores (the logits stay in the GEMMs' "
+                               "epilogues) when x and weight have a unit-stride D and "
+                               "8-element-aligned strides, else chunks of f32 logits in "
+                               "scratch between matmuls"
+                             : "chunks of f32 logits in scratch between portable matmuls");
     printf("  matmul with f32 operands: %s\n",
            dev->tensor_cores ? "tensor cores as 3xTF32 (f32-accurate products) under the same "
                                "conditions with 4-element-aligned strides, unless exact_f32, "
