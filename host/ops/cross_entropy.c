@@ -444,22 +444,25 @@ static void release_lce(clkit_context *ctx, lce *l)
 
 /* Columns per chunk: $CLKIT_LCE_CHUNK when set to a positive count, else the most whose
    scratch (T x chunk f32 logits, plus the gradient in the storage dtype when it cannot
-   overwrite them; fused: the gradient alone) fits min(budget, max_alloc / 2), fused a power
-   of two (a ragged last chunk cost T 32768, V 32768 2 ms at 2304 columns against 2048); a
-   multiple of `cols` and at least `cols` (LCE_COLS, or FUSED_COLS, which the epilogue's slots
-   need), and never more than V. */
+   overwrite them; fused: the gradient alone) fits min(budget, max_alloc / 2), a multiple of
+   `cols` and at least `cols`; never more than V. Fused, the default is a power of two (a
+   ragged last chunk cost T 32768, V 32768 2 ms at 2304 columns against 2048) and a given
+   count is rounded down to a multiple of `cols` too, which the epilogue's slots need. */
 static int64_t chunk_width(const struct clkit_device_props *p, int64_t t, int64_t v,
-                           uint64_t bytes_per_logit, int64_t cols, uint64_t budget, bool pow2)
+                           uint64_t bytes_per_logit, int64_t cols, uint64_t budget, bool fused)
 {
     const char *env = getenv("CLKIT_LCE_CHUNK");
     int64_t w = env ? atoll(env) : 0;
-    if (w <= 0) {
+    bool given = w > 0;
+    if (!given) {
         if (p->max_alloc / 2 < budget) budget = p->max_alloc / 2;
         w = (int64_t)(budget / ((uint64_t)t * bytes_per_logit));
-        if (pow2 && w > 0) w = (int64_t)pow2_floor((size_t)w);
+        if (fused && w > 0) w = (int64_t)pow2_floor((size_t)w);
     }
-    w = w / cols * cols;
-    if (w < cols) w = cols;
+    if (!given || fused) {
+        w = w / cols * cols;
+        if (w < cols) w = cols;
+    }
     return w < v ? w : v;
 }
 
