@@ -606,18 +606,18 @@ INLINE void mma_step(const uint af[FRAG_M][4], const uint bf[FRAG_N][2], float a
      logit), T x V / BLOCK_N slots of 8 bytes.
    - EPI_CE_GRAD: C = dloss/dz from each row's lse (state[row].x), in C's 16-bit dtype, ready
      for the weight and input GEMMs. */
-#define EPI_PARAMS                                                                              \
-    , __global const C_T *bias, long bias_off, long bias_stride, __global const int *tgt, long v0,    \
-        float cap, __global float2 *ms, __global float *sz, __global float *zt, long slots,     \
-        __global const float4 *state, float smoothing, float z_scale, float grad_scale, long v
+#define EPI_CE_DECL                                                                         \
+    __global const C_T *bias, long bias_off, long bias_stride, __global const int *tgt,     \
+        long v0, float cap, __global float2 *ms, __global float *sz, __global float *zt,    \
+        long slots, __global const float4 *state, float smoothing, float z_scale,           \
+        float grad_scale, long v
+#define EPI_CE_ARGS                                                                         \
+    bias, bias_off, bias_stride, tgt, v0, cap, ms, sz, zt, slots, state, smoothing, z_scale, \
+        grad_scale, v
+#define EPI_PARAMS , EPI_CE_DECL
 #if defined(EPI_CE_STATS) && WARPS_N * 16 > STAGES * BLOCK_K * ELEM_BYTES
 #error "EPI_CE_STATS reduces in the A ring, which is too small for this tile"
 #endif
-#define EPI_CE_ARGS bias, bias_off, bias_stride, tgt, v0, cap, ms, sz, zt, slots, state, smoothing, z_scale, grad_scale, v
-#define EPI_CE_DECL                                                                              \
-    __global const C_T *bias, long bias_off, long bias_stride, __global const int *tgt, long v0,      \
-        float cap, __global float2 *ms, __global float *sz, __global float *zt, long slots,     \
-        __global const float4 *state, float smoothing, float z_scale, float grad_scale, long v
 
 /* The logit at column n (< N) from its accumulator: bias added, soft-capped (the host sets
    CE_BIAS and CE_CAP only when asked, so the common case carries neither). */
