@@ -445,12 +445,14 @@ static void release_lce(clkit_context *ctx, lce *l)
 /* Columns per chunk: $CLKIT_LCE_CHUNK when set to a positive count, else the most whose
    scratch (T x chunk f32 logits, plus the gradient in the storage dtype when it cannot
    overwrite them; fused: the gradient alone) fits min(budget, max_alloc / 2), a multiple of
-   `cols` and at least `cols`; never more than V. Fused, the default is a power of two (a
-   ragged last chunk cost T 32768, V 32768 2 ms at 2304 columns against 2048) and a given
-   count is rounded down to a multiple of `cols` too, which the epilogue's slots need. */
+   LCE_COLS (fused: FUSED_COLS) and at least that; never more than V. Fused, the default is a
+   power of two (a ragged last chunk cost T 32768, V 32768 2 ms at 2304 columns against 2048)
+   and a given count is rounded down to a multiple of FUSED_COLS too, which the epilogue's
+   slots need. */
 static int64_t chunk_width(const struct clkit_device_props *p, int64_t t, int64_t v,
-                           uint64_t bytes_per_logit, int64_t cols, uint64_t budget, bool fused)
+                           uint64_t bytes_per_logit, uint64_t budget, bool fused)
 {
+    int64_t cols = fused ? FUSED_COLS : LCE_COLS;
     const char *env = getenv("CLKIT_LCE_CHUNK");
     int64_t w = env ? atoll(env) : 0;
     bool given = w > 0;
@@ -711,9 +713,9 @@ static clkit_status lce_scratch(clkit_context *ctx, lce *l)
     size_t slots = (size_t)l->slots;
     size_t acc = l->dx && l->dx->dtype != CLKIT_F32 ? t * (size_t)l->d * sizeof(float) : 0;
     size_t fixed = acc + t * slots * (l->c.o.label_smoothing > 0.0f ? 12 : 8);
-    l->chunk = l->fused ? chunk_width(&ctx->props, l->c.t, l->c.v, es, FUSED_COLS,
+    l->chunk = l->fused ? chunk_width(&ctx->props, l->c.t, l->c.v, es,
                                       fixed + LCE_BUDGET < LCE_FUSED_BUDGET ? LCE_FUSED_BUDGET - fixed : LCE_BUDGET, true)
-                        : chunk_width(&ctx->props, l->c.t, l->c.v, 4 + (s16 ? es : 0), LCE_COLS, LCE_BUDGET, false);
+                        : chunk_width(&ctx->props, l->c.t, l->c.v, 4 + (s16 ? es : 0), LCE_BUDGET, false);
     l->nchunks = (l->c.v + l->chunk - 1) / l->chunk;
     l->ldz = round_up(l->chunk, 4);
     l->lds = s16 ? round_up(l->chunk, 8) : l->ldz;
@@ -849,6 +851,7 @@ clkit_status clkit_linear_cross_entropy(clkit_context *ctx, const clkit_tensor *
     const clkit_tensor *ts[] = {x, weight, bias, targets, loss, l.c.o.z_loss, dx, dweight, dbias};
     const char *names[] = {"x", "weight", "bias", "targets", "loss", "z_loss", "dx", "dweight", "dbias"};
     if ((s = check_overlaps(ctx, 9, ts, names, 4, -1, -1))) return s;
+    lce unfused = l; /* validated, nothing allocated yet */
     int tile = fused_tile(ctx, l.dt);
     l.fused = tile >= 0, l.tile = tile >= 0 ? tile : 0;
     s = run_linear(ctx, &l, targets, loss);
@@ -858,10 +861,7 @@ clkit_status clkit_linear_cross_entropy(clkit_context *ctx, const clkit_tensor *
        the unfused route starts over and rewrites every output. */
     clkit_log(CLKIT_LOG_INFO, "linear_cross_entropy: not fused: %s", clkit_last_error(ctx));
     clkit_clear_error(ctx);
-    lce u = {.x = x, .w = weight, .bias = bias, .dx = dx, .dw = dweight, .db = dbias, .c.o = l.c.o, .dt = l.dt,
-             .d = l.d};
-    u.c.t = l.c.t, u.c.v = l.c.v;
-    s = run_linear(ctx, &u, targets, loss);
-    release_lce(ctx, &u);
+    s = run_linear(ctx, &unfused, targets, loss);
+    release_lce(ctx, &unfused);
     return s;
 }

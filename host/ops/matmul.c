@@ -504,8 +504,8 @@ static clkit_status launch_clkit(clkit_context *ctx, const problem *pr, const cl
     clkit_status s = clkit_get_kernel(ctx, "matmul.cl", names[kernel], opts, &k);
     if (s == CLKIT_ERR_BUILD && kernel == KERNEL_MMA) return fall_back(ctx, pr, out);
     if (s || (s = set_operands(ctx, k, pr, out))) return s;
-    size_t limit = clkit_kernel_wg_limit(ctx, k);
     if (kernel == KERNEL_BLOCKED || kernel == KERNEL_MMA) return launch_tiles(ctx, k, pr, c);
+    size_t limit = clkit_kernel_wg_limit(ctx, k);
     if (kernel == KERNEL_SKINNY) {
         int cols = cfg(c, "SK_COLS") * 4;
         size_t wg = (size_t)(cfg(c, "SK_COLS") * cfg(c, "SK_K"));
