@@ -454,14 +454,27 @@ __kernel __attribute__((reqd_work_group_size(SK_WG, 1, 1))) void matmul_skinny(O
 #define A_STAGE_BYTES (BLOCK_M * BLOCK_K * ELEM_BYTES)
 #define B_STAGE_BYTES (BLOCK_N * BLOCK_K * ELEM_BYTES)
 
+#if defined(WGMMA)
+/* wgmma reads its operands with the 128-byte swizzle: a K-major tile (BLOCK_K 64, a 128-byte
+   row per m or n) is what nv_swizzle gives rows of 8 chunks; an M- or N-major one is cut into
+   panels of 64 columns, each `rows` (BLOCK_K) rows of 128 bytes. */
+INLINE int tile_offset(int row, int chunk, int rows, int chunks)
+{
+    return (chunk / 8) * rows * 128 + nv_swizzle(row, chunk % 8, 8);
+}
+#else
+INLINE int tile_offset(int row, int chunk, int rows, int chunks) { return nv_swizzle(row, chunk, chunks); }
+#endif
+
 /* One chunk copy: the chunk starts `offset` elements past `base`, `in_row` elements of its
    row remain from there, and the row exists when row_ok; the rest is zero-filled (and an
    absent chunk points at base, which is never read). */
-INLINE void copy_chunk(__local uchar *tile, int row, int chunk, int chunks,
+INLINE void copy_chunk(__local uchar *tile, int row, int chunk, int rows, int chunks,
                        __global const ELEM_T *base, long offset, int row_ok, int in_row)
 {
     int n = row_ok ? clamp(in_row, 0, CHUNK) : 0;
-    nv_cp_async16(tile + nv_swizzle(row, chunk, chunks), base + (n ? offset : 0), (uint)(n * ELEM_BYTES));
+    nv_cp_async16(tile + tile_offset(row, chunk, rows, chunks), base + (n ? offset : 0),
+                  (uint)(n * ELEM_BYTES));
 }
 
 /* An operand's slice -> one stage: `rows` rows of `chunks` chunks, row r at
@@ -473,8 +486,8 @@ INLINE void copy_tile(__local uchar *tile, __global const ELEM_T *base, long row
     #pragma unroll
     for (int i = 0; i < rows * chunks / MMA_WG; i++) {
         int e = i * MMA_WG + tid, row = e / chunks, chunk = e % chunks;
-        copy_chunk(tile, row, chunk, chunks, base, row * row_stride + chunk * CHUNK, row < rows_left,
-                   inner_left - chunk * CHUNK);
+        copy_chunk(tile, row, chunk, rows, chunks, base, row * row_stride + chunk * CHUNK,
+                   row < rows_left, inner_left - chunk * CHUNK);
     }
 }
 
@@ -716,6 +729,48 @@ INLINE void ce_grad_row(float acc[FRAG_N][4], int h, __global C_T *crow, long c_
 #define EPI_PARAMS
 #endif
 
+#if defined(WGMMA)
+/* One BLOCK_K slice on the warpgroup's 64 rows: BLOCK_K / 16 wgmma of 64 x BLOCK_N x 16, each
+   operand's descriptor stepping 16 k along its tile (32 bytes along a K-major row, 16 rows of
+   an M- or N-major panel); committed as one group. */
+#if defined(MMA_BF16)
+#define WG_TYPE ".bf16.bf16"
+#else
+#define WG_TYPE ".f16.f16"
+#endif
+#if A_KMAJOR
+#define WG_TA "0"
+#define A_WG_BASE(g) ((g) * 64 * 128)
+#define A_K_STEP 32
+#define A_LEAD 16
+#else
+#define WG_TA "1"
+#define A_WG_BASE(g) ((g) * BLOCK_K * 128)
+#define A_K_STEP (16 * 128)
+#define A_LEAD (BLOCK_K * 128)
+#endif
+#if B_NMAJOR
+#define WG_TB "1"
+#define B_K_STEP (16 * 128)
+#define B_LEAD (BLOCK_K * 128)
+#else
+#define WG_TB "0"
+#define B_K_STEP 32
+#define B_LEAD 16
+#endif
+INLINE void wg_slice(__local const uchar *as, __local const uchar *bs, int g, float *acc)
+{
+    nv_wgmma_fence();
+    #pragma unroll
+    for (int s = 0; s < BLOCK_K / 16; s++) {
+        ulong da = nv_wgmma_desc(as + A_WG_BASE(g) + s * A_K_STEP, A_LEAD, 1024);
+        ulong db = nv_wgmma_desc(bs + s * B_K_STEP, B_LEAD, 1024);
+        CLKIT_CAT(NV_WGMMA_, BLOCK_N)(acc, WG_TYPE, WG_TA, WG_TB, da, db);
+    }
+    nv_wgmma_commit();
+}
+#endif
+
 INLINE void copy_slice(__local uchar *as, __local uchar *bs, __global const ELEM_T *a,
                        __global const ELEM_T *b, long a_sm, long a_sk, long b_sk, long b_sn,
                        int slice, int m_left, int n_left, int K, int tid)
@@ -734,10 +789,48 @@ INLINE void copy_slice(__local uchar *as, __local uchar *bs, __global const ELEM
 #endif
 }
 
+#if defined(WGMMA)
+/* The k loop on wgmma. A slot is refilled only when the wgmma that read it are known complete:
+   each warpgroup waits for all but its last group before the next slice's barrier, so after
+   the barrier of slice kt the slot of slice kt - 2 is free, and STAGES - 2 slices are in
+   flight ahead of the one multiplied. */
+INLINE void wg_loop(__local uchar *as, __local uchar *bs, __global const ELEM_T *a,
+                    __global const ELEM_T *b, long a_sm, long a_sk, long b_sk, long b_sn, int slices,
+                    int m_left, int n_left, int K, int tid, int g, float *acc)
+{
+    #pragma unroll
+    for (int s = 0; s < STAGES - 2; s++) {
+        if (s < slices) copy_slice(as, bs, a, b, a_sm, a_sk, b_sk, b_sn, s, m_left, n_left, K, tid);
+        nv_cp_async_commit();
+    }
+    for (int kt = 0; kt < slices; kt++) {
+        NV_CP_ASYNC_WAIT(STAGES - 3);
+        nv_fence_proxy_async();
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (kt + STAGES - 2 < slices)
+            copy_slice(as, bs, a, b, a_sm, a_sk, b_sk, b_sn, kt + STAGES - 2, m_left, n_left, K, tid);
+        nv_cp_async_commit();
+        int cur = kt % STAGES;
+        wg_slice(as + cur * A_STAGE_BYTES, bs + cur * B_STAGE_BYTES, g, acc);
+        NV_WGMMA_WAIT(1);
+    }
+    NV_WGMMA_WAIT(0);
+    #pragma unroll
+    for (int i = 0; i < BLOCK_N / 2; i++) nv_pin(acc + i);
+}
+#endif
+
 __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void matmul_mma(OPERANDS EPI_PARAMS)
 {
-    __local uint4 a_ring[STAGES * A_STAGE_BYTES / 16], b_ring[STAGES * B_STAGE_BYTES / 16];
-    __local uchar *as = (__local uchar *)a_ring, *bs = (__local uchar *)b_ring;
+#if defined(WGMMA)
+    /* wgmma's swizzle is a function of the address: each stage starts on 1024 bytes */
+    __local uint4 ring[(STAGES * (A_STAGE_BYTES + B_STAGE_BYTES) + 1024) / 16];
+    __local uchar *as = (__local uchar *)ring + (1024 - nv_shared(ring) % 1024) % 1024;
+#else
+    __local uint4 ring[STAGES * (A_STAGE_BYTES + B_STAGE_BYTES) / 16];
+    __local uchar *as = (__local uchar *)ring;
+#endif
+    __local uchar *bs = as + STAGES * A_STAGE_BYTES;
     long batch = get_group_id(1);
     int2 tile = tile_coords(get_group_id(0), M, N);
     int tid = get_local_id(0), lane = tid % 32, warp = tid / 32;
@@ -753,6 +846,9 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void matmul_mma(OPE
         #pragma unroll
         for (int j = 0; j < FRAG_N; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f;
 
+#if defined(WGMMA)
+    wg_loop(as, bs, a, b, a_sm, a_sk, b_sk, b_sn, slices, m_left, n_left, K, tid, warp / 4, &acc[0][0][0]);
+#else
     /* Every iteration commits one group, empty past the last slice, so that waiting for
        "at most STAGES - 2 in flight" always means the next slice has landed. */
     #pragma unroll
@@ -797,9 +893,11 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void matmul_mma(OPE
         }
     }
 
+#endif
+
 #if defined(EPI_CE_STATS)
     barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with the ring, which ce_stats reuses */
-    ce_stats(acc, tile, wm, wn, lane, tid, M, N, (__local float4 *)a_ring, EPI_CE_ARGS);
+    ce_stats(acc, tile, wm, wn, lane, tid, M, N, (__local float4 *)as, EPI_CE_ARGS);
 #else
     C += c_off + batch * c_sb;
     int m0 = tile.x * BLOCK_M + wm + lane / 4, n0 = tile.y * BLOCK_N + wn + (lane % 4) * 2;

@@ -158,4 +158,63 @@ NV_INLINE int nv_swizzle(int row, int chunk, int chunks)
     return (row * chunks + (chunk ^ ((row / (8 / span)) % span))) * 16;
 }
 
+
+#if CLKIT_NV_SM >= 90
+/* Hopper's warpgroup MMA (wgmma): four warps multiply a 64 x N tile whose operands the tensor
+   cores read from local memory themselves, through 64-bit descriptors, while the warps go on
+   issuing. PTX takes wgmma only for .target sm_90a, and NVIDIA's OpenCL compiles for sm_90,
+   so these instructions are written as PTX comments marked "//@90a ": the source builds for
+   sm_90 with them inert, then the host (host/program.c) strips the marks from the program's
+   PTX, retargets it to sm_90a and builds that as the program's binary.
+   tests/compile_nvptx.sh does the same offline. */
+#define NV_90A(s) "//@90a " s "\n"
+
+/* Orders the warpgroup's register writes before the wgmma that follow (PTX requires it before
+   a warpgroup's first wgmma and after any other write to their accumulators). */
+NV_INLINE void nv_wgmma_fence(void) { __asm__ volatile(NV_90A("wgmma.fence.sync.aligned;") ::: "memory"); }
+NV_INLINE void nv_wgmma_commit(void) { __asm__ volatile(NV_90A("wgmma.commit_group.sync.aligned;") ::: "memory"); }
+/* Waits until at most n committed wgmma groups are in flight (n a literal). */
+#define NV_WGMMA_WAIT_(n) __asm__ volatile(NV_90A("wgmma.wait_group.sync.aligned " #n ";") ::: "memory")
+#define NV_WGMMA_WAIT(n) NV_WGMMA_WAIT_(n)
+
+/* Makes this thread's generic-proxy writes to local memory (cp.async) visible to the async
+   proxy through which wgmma reads its operands. */
+NV_INLINE void nv_fence_proxy_async(void) { __asm__ volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
+/* A compiler barrier on an accumulator: wgmma writes it asynchronously, and the compiler,
+   which sees only the asm that issues the wgmma, must not read it before the wait. */
+NV_INLINE void nv_pin(float *x) { __asm__ volatile("" : "+f"(*x) :: "memory"); }
+
+/* Descriptor of an operand tile in local memory with the 128-byte swizzle (16-byte chunk c of
+   row r of each 1024-byte group of eight 128-byte rows stored at chunk c ^ r, the layout
+   nv_swizzle gives rows of 8 chunks): the start address, the byte offsets between chunk groups
+   along the leading and the strided dimension, swizzle mode 1. */
+NV_INLINE ulong nv_wgmma_desc(__local const void *start, uint lead, uint stride)
+{
+    return (ulong)((nv_shared(start) & 0x3ffff) >> 4) | (ulong)(lead >> 4) << 16 |
+           (ulong)(stride >> 4) << 32 | 1ul << 62;
+}
+
+/* d (64 x n f32: n / 2 a thread, laid out as n / 8 m16n8 accumulator fragments) += a * b, both
+   operands from descriptors; TYPE the operands' PTX type pair (".f16.f16"), TA / TB "1" for an
+   operand stored along M or N instead of K. */
+#define NV_WG_D32 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}"
+#define NV_WG_D64 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}"
+#define NV_WG_D128 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}"
+#define NV_F8(d, i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), \
+    "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+#define NV_F32(d, i) NV_F8(d, i), NV_F8(d, i + 8), NV_F8(d, i + 16), NV_F8(d, i + 24)
+#define NV_F64(d, i) NV_F32(d, i), NV_F32(d, i + 32)
+#define NV_WGMMA_ASM(n, TYPE, TA, TB, regs, da, db)                                              \
+    NV_90A("wgmma.mma_async.sync.aligned.m64n" #n "k16.f32" TYPE " " regs ", %" da ", %" db       \
+           ", 1, 1, 1, " TA ", " TB ";")
+#define NV_WGMMA_64(d, TYPE, TA, TB, a, b)                                                        \
+    __asm__ volatile(NV_WGMMA_ASM(64, TYPE, TA, TB, NV_WG_D32, "32", "33") : NV_F32(d, 0) : "l"(a), "l"(b))
+#define NV_WGMMA_128(d, TYPE, TA, TB, a, b)                                                       \
+    __asm__ volatile(NV_WGMMA_ASM(128, TYPE, TA, TB, NV_WG_D64, "64", "65") : NV_F64(d, 0) : "l"(a), "l"(b))
+#define NV_WGMMA_256(d, TYPE, TA, TB, a, b)                                                       \
+    __asm__ volatile(NV_WGMMA_ASM(256, TYPE, TA, TB, NV_WG_D128, "128", "129")                  \
+                     : NV_F64(d, 0), NV_F64(d, 64) : "l"(a), "l"(b))
+#endif
+
 #endif

@@ -246,6 +246,9 @@ static void query_vendor_props(cl_device_id d, struct clkit_device_props *p, con
         if (p->nv_cc_major >= 9) p->local_mem_static = (226u << 10);
         const char *tc = getenv("CLKIT_TENSOR_CORES");
         p->tensor_cores = p->nv_cc_major >= 8 && !(tc && strcmp(tc, "0") == 0);
+        const char *wg = getenv("CLKIT_WGMMA");
+        p->wgmma = p->tensor_cores && p->nv_cc_major == 9 && p->nv_cc_minor == 0 &&
+                   !(wg && strcmp(wg, "0") == 0);
     }
     if (strstr(extensions, "cl_amd_device_attribute_query") && p->is_gpu) {
         cl_uint v = 0;

@@ -42,6 +42,7 @@ struct clkit_context {
     cl_event first_event, last_event;
     uint64_t scratch_now, scratch_peak;  /* bytes of scratch buffers held by ops */
     bool fast_path_failed;    /* a tensor-core program failed to build: portable from now on */
+    bool wgmma_failed;        /* a wgmma (sm_90a) program failed to build: mma.sync from now on */
     clkit_tuned_memo tuned;   /* tune_cache.c's parsed tuned.json, reused while unchanged */
     char error[8192];
 };

@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include "internal.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -342,15 +343,94 @@ static cl_program from_binary(clkit_context *ctx, const char *path, const char *
     return NULL;
 }
 
-static void save_binary(clkit_context *ctx, cl_program prog, const char *path)
+/* The program's binary (on NVIDIA, its PTX text), NUL-terminated; NULL if the driver gives none. */
+static char *program_binary(cl_program prog, size_t *len)
 {
     size_t n = 0;
     if (clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof n, &n, NULL) != CL_SUCCESS || !n)
-        return;
-    unsigned char *bin = malloc(n);
-    if (bin && clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) == CL_SUCCESS)
-        store_entry(ctx, path, bin, n);
+        return NULL;
+    char *bin = malloc(n + 1);
+    if (bin && clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) != CL_SUCCESS) {
+        free(bin);
+        return NULL;
+    }
+    if (bin) bin[n] = 0;
+    *len = n;
+    return bin;
+}
+
+static void save_binary(clkit_context *ctx, cl_program prog, const char *path)
+{
+    size_t n = 0;
+    char *bin = program_binary(prog, &n);
+    if (bin) store_entry(ctx, path, (const unsigned char *)bin, n);
     free(bin);
+}
+
+/* ---- Hopper's arch-specific instructions (cl/nv_mma.h: NV_90A) ---- */
+
+static const char mark_90a[] = "//@90a ";
+
+/* ptx (NUL-terminated, in a buffer of cap bytes) with the "//@90a " marks removed and
+   ".target sm_90" made ".target sm_90a", in place; *len becomes its size with the NUL, as the
+   driver's binaries count it. Returns 0 when the text has no such target line. */
+static int retarget_90a(char *ptx, size_t *len, size_t cap)
+{
+    size_t m = sizeof mark_90a - 1, out = 0;
+    for (size_t i = 0; ptx[i];) {
+        if (strncmp(ptx + i, mark_90a, m) == 0) {
+            i += m;
+            continue;
+        }
+        ptx[out++] = ptx[i++];
+    }
+    ptx[out] = 0;
+    static const char target[] = "\n.target sm_90";
+    size_t t = sizeof target - 1;
+    char *at = strstr(ptx, target);
+    if (!at || out + 2 > cap || isalnum((unsigned char)at[t])) return 0;
+    memmove(at + t + 1, at + t, out - (size_t)(at + t - ptx) + 1);
+    at[t] = 'a';
+    *len = out + 2;
+    return 1;
+}
+
+/* NVIDIA's OpenCL compiles for .target sm_90, which refuses wgmma; a program whose PTX holds
+   such instructions as marked comments is rebuilt from that PTX, unmarked and retargeted to
+   sm_90a, which the driver's JIT takes as a program binary. *prog is replaced on success;
+   a program without marks is left as it is. */
+static clkit_status arch_specific(clkit_context *ctx, cl_program *prog, const char *file,
+                                  const char *opts)
+{
+    if (ctx->props.nv_cc_major < 9) return CLKIT_OK;
+    size_t n = 0;
+    char *ptx = program_binary(*prog, &n);
+    if (!ptx || !strstr(ptx, mark_90a)) {
+        free(ptx);
+        return CLKIT_OK;
+    }
+    char *text = realloc(ptx, n + 2);
+    if (!text) {
+        free(ptx);
+        return CLKIT_ERR_OUT_OF_MEMORY;
+    }
+    if (!retarget_90a(text, &n, n + 2)) {
+        free(text);
+        return clkit_fail(ctx, CLKIT_ERR_BUILD, "%s: no .target sm_90 line in the PTX to retarget", file);
+    }
+    cl_int st, err;
+    const unsigned char *b = (const unsigned char *)text;
+    cl_program p = clCreateProgramWithBinary(ctx->cl, 1, &ctx->device, &n, &b, &st, &err);
+    free(text);
+    if (!p) return clkit_cl_fail(ctx, err, "clCreateProgramWithBinary (sm_90a)");
+    if (clBuildProgram(p, 1, &ctx->device, opts, NULL, NULL) != CL_SUCCESS) {
+        clkit_status s = build_log_fail(ctx, p, file, "sm_90a PTX");
+        clReleaseProgram(p);
+        return s;
+    }
+    clReleaseProgram(*prog);
+    *prog = p;
+    return CLKIT_OK;
 }
 
 /* Appends "file<TAB>options" to $CLKIT_BUILD_LOG: CI replays every recorded build through the
@@ -390,6 +470,9 @@ static clkit_status build(clkit_context *ctx, const char *file, const char *opti
             s = clkit_cl_fail(ctx, err, "clCreateProgramWithSource");
         } else if (clBuildProgram(prog, 1, &ctx->device, opts, NULL, NULL) != CL_SUCCESS) {
             s = build_log_fail(ctx, prog, file, opts);
+            clReleaseProgram(prog);
+            prog = NULL;
+        } else if ((s = arch_specific(ctx, &prog, file, opts)) != CLKIT_OK) {
             clReleaseProgram(prog);
             prog = NULL;
         } else {

@@ -87,6 +87,8 @@ struct clkit_device_props {
     int nv_cc_major, nv_cc_minor;  /* 0 when not NVIDIA */
     int tensor_cores;            /* NVIDIA sm_80+ with the mma.sync fast paths on
                                     (CLKIT_TENSOR_CORES=0 turns them off) */
+    int wgmma;                   /* NVIDIA sm_90 with tensor_cores: 16-bit matmul may take
+                                    Hopper's wgmma through sm_90a PTX (CLKIT_WGMMA=0: off) */
     char amd_gfx[32];            /* "gfx90a", "" when not AMD */
     unsigned simd_per_cu;        /* AMD; 0 when unknown */
     int fp16, fp64, subgroups;

@@ -256,6 +256,27 @@ START_TEST(every_config)
 }
 END_TEST
 
+/* Each tensor-core config in each operand layout, on four shapes and dtype pairs in turn. */
+static void check_tile_configs(clkit_context *ctx, const char *const *configs, size_t n,
+                               const int64_t (*shapes4)[3])
+{
+    static const char layouts[][2] = {{'n', 'n'}, {'n', 't'}, {'t', 'n'}, {'t', 't'}};
+    static const clkit_dtype combos[][2] = {{CLKIT_F16, CLKIT_F32}, {CLKIT_BF16, CLKIT_BF16},
+                                            {CLKIT_F16, CLKIT_F16}, {CLKIT_BF16, CLKIT_F32}};
+    for (size_t i = 0; i < n; i++)
+        for (size_t l = 0; l < 4; l++) {
+            const int64_t *sh = shapes4[(i + l) % 4];
+            run r = basic(sh[0], sh[1], sh[2]);
+            r.aligned = 1, r.opt.config = configs[i];
+            r.in = combos[(i + l) % 4][0], r.out = combos[(i + l) % 4][1];
+            r.la = layouts[l][0], r.lb = layouts[l][1], r.lc = l == 3 ? 't' : 'n';
+            char what[160];
+            snprintf(what, sizeof what, "%s %lldx%lldx%lld %c%c %s", configs[i], (long long)r.m,
+                     (long long)r.n, (long long)r.k, r.la, r.lb, clkit_dtype_name(r.in));
+            check_run(ctx, &r, what);
+        }
+}
+
 /* The tensor-core kernel (NVIDIA sm_80 and later): every tile the tuner may pick, in each
    operand layout, f16 and bf16 inputs into f32, f16 and bf16 outputs; one 16 x 8 x 16
    fragment (the mma lane layouts against the CPU); edges that cut 16-byte chunks in K, M
@@ -282,9 +303,6 @@ START_TEST(tensor_cores)
         "KERNEL=4,BLOCK_M=64,BLOCK_N=64,BLOCK_K=32,WARPS_M=2,WARPS_N=2,STAGES=4,GROUP_M=2",
         "KERNEL=4,BLOCK_M=32,BLOCK_N=64,BLOCK_K=32,WARPS_M=1,WARPS_N=2,STAGES=4,GROUP_M=8",
     };
-    static const char layouts[][2] = {{'n', 'n'}, {'n', 't'}, {'t', 'n'}, {'t', 't'}};
-    static const clkit_dtype combos[][2] = {{CLKIT_F16, CLKIT_F32}, {CLKIT_BF16, CLKIT_BF16},
-                                            {CLKIT_F16, CLKIT_F16}, {CLKIT_BF16, CLKIT_F32}};
     static const int64_t tc_shapes[][3] = {{16, 8, 16}, {200, 136, 72}, {61, 45, 37}, {257, 130, 300}};
     if (!props.tensor_cores) {
         run r = basic(64, 64, 64);
@@ -295,18 +313,7 @@ START_TEST(tensor_cores)
         clkit_context_release(ctx);
         return;
     }
-    for (size_t i = 0; i < sizeof configs / sizeof *configs; i++)
-        for (size_t l = 0; l < 4; l++) {
-            const int64_t *sh = tc_shapes[(i + l) % 4];
-            run r = basic(sh[0], sh[1], sh[2]);
-            r.aligned = 1, r.opt.config = configs[i];
-            r.in = combos[(i + l) % 4][0], r.out = combos[(i + l) % 4][1];
-            r.la = layouts[l][0], r.lb = layouts[l][1], r.lc = l == 3 ? 't' : 'n';
-            char what[160];
-            snprintf(what, sizeof what, "%s %lldx%lldx%lld %c%c %s", configs[i], (long long)r.m,
-                     (long long)r.n, (long long)r.k, r.la, r.lb, clkit_dtype_name(r.in));
-            check_run(ctx, &r, what);
-        }
+    check_tile_configs(ctx, configs, sizeof configs / sizeof *configs, tc_shapes);
     for (int variant = 0; variant < 4; variant++) {
         run r = basic(96, 72, 40);
         r.in = CLKIT_F16, r.aligned = 1, r.batch = 3;
@@ -316,6 +323,43 @@ START_TEST(tensor_cores)
         r.opt.leaky_slope = 0.1f;
         check_run(ctx, &r, "tensor cores: default choice, batched");
     }
+    clkit_context_release(ctx);
+}
+END_TEST
+
+/* Hopper's wgmma (NVIDIA sm_90, built through sm_90a PTX): every wgmma tile the tuner may
+   pick in each operand layout and 16-bit dtype pair, on shapes whose K walks the ring more
+   than once and whose edges cut chunks and tiles; the default choice on aligned operands.
+   Elsewhere (or CLKIT_WGMMA=0) a forced wgmma config is refused. */
+START_TEST(wgmma)
+{
+    clkit_context *ctx = tu_ctx();
+    struct clkit_device_props props;
+    TU_CHECK(clkit_device_props(ctx, &props));
+    static const char *configs[] = {
+        "KERNEL=4,WGMMA=1,BLOCK_M=128,BLOCK_N=256,BLOCK_K=64,WARPS_M=8,WARPS_N=1,STAGES=4,GROUP_M=8",
+        "KERNEL=4,WGMMA=1,BLOCK_M=256,BLOCK_N=128,BLOCK_K=64,WARPS_M=16,WARPS_N=1,STAGES=4,GROUP_M=8",
+        "KERNEL=4,WGMMA=1,BLOCK_M=128,BLOCK_N=128,BLOCK_K=64,WARPS_M=8,WARPS_N=1,STAGES=6,GROUP_M=1",
+        "KERNEL=4,WGMMA=1,BLOCK_M=128,BLOCK_N=128,BLOCK_K=64,WARPS_M=8,WARPS_N=1,STAGES=4,GROUP_M=8",
+        "KERNEL=4,WGMMA=1,BLOCK_M=64,BLOCK_N=256,BLOCK_K=64,WARPS_M=4,WARPS_N=1,STAGES=4,GROUP_M=8",
+        "KERNEL=4,WGMMA=1,BLOCK_M=64,BLOCK_N=128,BLOCK_K=64,WARPS_M=4,WARPS_N=1,STAGES=4,GROUP_M=4",
+        "KERNEL=4,WGMMA=1,BLOCK_M=128,BLOCK_N=64,BLOCK_K=64,WARPS_M=8,WARPS_N=1,STAGES=4,GROUP_M=8",
+        "KERNEL=4,WGMMA=1,BLOCK_M=64,BLOCK_N=64,BLOCK_K=64,WARPS_M=4,WARPS_N=1,STAGES=3,GROUP_M=2",
+    };
+    static const int64_t wg_shapes[][3] = {{64, 64, 64}, {200, 264, 328}, {61, 45, 37}, {257, 130, 700}};
+    if (!props.wgmma) {
+        run r = basic(64, 64, 64);
+        r.in = CLKIT_F16, r.aligned = 1, r.opt.config = configs[3];
+        operand a = make(ctx, r.in, 0, 64, 64, 'n', 0, 0, 1), c = make(ctx, CLKIT_F32, 0, 64, 64, 'n', 0, 0, 2);
+        TU_EXPECT(CLKIT_ERR_INVALID_VALUE, clkit_matmul(ctx, &a.t, &a.t, &c.t, &r.opt));
+        drop(&a), drop(&c);
+        clkit_context_release(ctx);
+        return;
+    }
+    check_tile_configs(ctx, configs, sizeof configs / sizeof *configs, wg_shapes);
+    run r = basic(520, 1000, 264);
+    r.in = CLKIT_BF16, r.aligned = 1, r.opt.beta = 0.5f, r.opt.activation = CLKIT_ACT_RELU;
+    check_run(ctx, &r, "wgmma: default choice");
     clkit_context_release(ctx);
 }
 END_TEST
@@ -509,6 +553,7 @@ int main(void)
     tcase_add_test(tc, batched_and_broadcast);
     tcase_add_test(tc, every_config);
     tcase_add_test(tc, tensor_cores);
+    tcase_add_test(tc, wgmma);
     tcase_add_test(tc, tf32);
     tcase_add_test(tc, clblast_provider);
     tcase_add_test(tc, bad_input);

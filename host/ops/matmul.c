@@ -19,6 +19,7 @@ typedef struct problem {
     int64_t a_off, b_off, c_off; /* element offsets */
     clkit_matmul_options opt;
     int mma; /* the tensor-core kernel can take these operands on this device */
+    int wgmma; /* ... and may run them on Hopper's wgmma (16-bit operands, sm_90) */
     int tf32; /* f32 operands the caller lets the tensor cores round to TF32 */
     int exact; /* f32 operands the caller keeps off the tensor cores */
 } problem;
@@ -129,6 +130,7 @@ static clkit_status validate(clkit_context *ctx, const clkit_tensor *a, const cl
     p->tf32 = a->dtype == CLKIT_F32 && o->allow_tf32;
     p->exact = a->dtype == CLKIT_F32 && o->exact_f32;
     p->mma = mma_operands(ctx, p);
+    p->wgmma = p->mma && ctx->props.wgmma && !ctx->wgmma_failed && a->dtype != CLKIT_F32;
     return CLKIT_OK;
 }
 
@@ -158,6 +160,14 @@ static int mma_legal(const struct clkit_device_props *p, const problem *pr, cons
         return 0;
     int warp_m = bm / wm, warp_n = bn / wn, wg = wm * wn * 32;
     uint64_t local = (uint64_t)stages * (uint64_t)(bm + bn) * (uint64_t)bk * (uint64_t)elem;
+    if (cfg(c, "WGMMA")) {
+        /* warpgroups of 64 rows, one wgmma 64 x BLOCK_N a k step, 128-byte rows (BLOCK_K 64)
+           on 1024-byte-aligned stages (the kernel aligns its ring: 1 KiB more) */
+        if (!pr->wgmma || bk != 64 || (bn != 64 && bn != 128 && bn != 256) || bm % 64 ||
+            wn != 1 || wm != bm / 16 || stages < 3)
+            return 0;
+        local += 1024;
+    }
     return warp_m >= 16 && warp_n >= 16 && (warp_m / 16) * (warp_n / 8) * 4 <= 128 &&
            (size_t)wg <= p->max_work_group && (bm * bk / chunk) % wg == 0 &&
            (bn * bk / chunk) % wg == 0 && local <= p->local_mem_static;
@@ -295,6 +305,35 @@ static size_t mma_table(const problem *pr, const int (**rows)[6])
     return tf32 ? sizeof tf32_shapes / sizeof *tf32_shapes : sizeof mma_shapes / sizeof *mma_shapes;
 }
 
+/* The wgmma tiles (sm_90, 16-bit operands), tried before mma_shapes: (BLOCK_M, BLOCK_N,
+   STAGES), BLOCK_K 64, a warpgroup per 64 rows. */
+static const int wgmma_shapes[][3] = {
+    {128, 256, 4}, {256, 128, 4}, {128, 128, 6}, {128, 128, 4}, {64, 256, 4},
+    {64, 128, 4},  {128, 64, 4},  {64, 64, 4},
+};
+
+static clkit_config wgmma(const int *shape, int group)
+{
+    int s[6] = {shape[0], shape[1], 64, shape[0] / 16, 1, shape[2]};
+    clkit_config c = mma(s, group);
+    clkit_config_set(&c, "WGMMA", 1);
+    return c;
+}
+
+/* The tensor-core configurations for these operands, the likeliest fastest first: wgmma's
+   where it may run, then mma.sync's (TF32 tiles for f32). */
+static size_t tensor_core_configs(const problem *pr, clkit_config *out, size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; pr->wgmma && i < sizeof wgmma_shapes / sizeof *wgmma_shapes && n < max; i++)
+        out[n++] = wgmma(wgmma_shapes[i], 8);
+    const int (*tiles)[6];
+    size_t ntiles = mma_table(pr, &tiles);
+    for (size_t i = 0; i < ntiles && n < max; i++) out[n++] = mma(tiles[i], 8);
+    return n;
+}
+#define MAX_TC_CONFIGS 48
+
 /* The tile for M <= 16 (a row of mma_shapes, which the tuner also tries). */
 static const int skinny_mma[6] = {64, 64, 64, 2, 2, 3};
 
@@ -323,16 +362,16 @@ static clkit_config heuristic_config(const struct clkit_device_props *p, const p
        fits it); else the first that fills the device; short of a full wave, the tile with the
        most work-groups, not the largest (H100 f32 256^3 on the table's last row, 2
        work-groups: 0.37 TFLOP/s). */
-    clkit_config best = {0}, filling = {0};
+    clkit_config best = {0}, filling = {0}, tiles[MAX_TC_CONFIGS];
     uint64_t best_groups = 0; /* 0: no legal tensor-core tile */
-    const int (*tiles)[6];
-    size_t ntiles = mma_table(pr, &tiles);
+    size_t ntiles = tensor_core_configs(pr, tiles, MAX_TC_CONFIGS);
     for (size_t i = 0; i < ntiles; i++) {
-        clkit_config c = mma(tiles[i], 8);
+        clkit_config c = tiles[i];
         if (!config_legal(p, pr, &c)) continue;
-        int64_t rows = ceil_div(pr->m, tiles[i][0]), cols = ceil_div(pr->n, tiles[i][1]);
+        int bm = cfg(&c, "BLOCK_M"), bn = cfg(&c, "BLOCK_N");
+        int64_t rows = ceil_div(pr->m, bm), cols = ceil_div(pr->n, bn);
         uint64_t groups = (uint64_t)(rows * cols * pr->batch);
-        double grid = (double)(rows * tiles[i][0]) * (double)(cols * tiles[i][1]);
+        double grid = (double)(rows * bm) * (double)(cols * bn);
         if (groups >= want && (double)pr->m * (double)pr->n >= 0.875 * grid) return c;
         if (groups >= want && !cfg(&filling, "KERNEL")) filling = c;
         if (groups > best_groups) best = c, best_groups = groups;
@@ -366,12 +405,11 @@ static int candidates(const struct clkit_device_props *p, const problem *pr, clk
         clkit_config_set(&c, "provider", 1);
         out[n++] = c;
     }
-    const int (*tiles)[6];
-    size_t ntiles = mma_table(pr, &tiles);
-    for (size_t i = 0; i < ntiles && n < max; i++) {
-        clkit_config c = mma(tiles[i], 8);
-        if (config_legal(p, pr, &c) && memcmp(&c, &out[0], sizeof c) != 0) out[n++] = c;
-    }
+    clkit_config tiles[MAX_TC_CONFIGS];
+    size_t ntiles = tensor_core_configs(pr, tiles, MAX_TC_CONFIGS);
+    for (size_t i = 0; i < ntiles && n < max; i++)
+        if (config_legal(p, pr, &tiles[i]) && memcmp(&tiles[i], &out[0], sizeof tiles[i]) != 0)
+            out[n++] = tiles[i];
     for (size_t i = 0; i < NSHAPES && n < max; i++) {
         const int *s = block_shapes[i];
         clkit_config c = blocked(s[0], s[1], s[2], s[3], s[4], 8);
@@ -479,17 +517,21 @@ static clkit_status launch_tiles(clkit_context *ctx, cl_kernel k, const problem 
 }
 
 /* A tensor-core program that does not build (a driver whose compiler refuses some PTX) turns
-   the fast path off for this context and the call runs on the portable kernels. */
-static clkit_status fall_back(clkit_context *ctx, const problem *pr, const clkit_tensor *out)
+   that path off for this context: a wgmma program leaves mma.sync, an mma.sync program the
+   portable kernels, and the call runs on what is left. */
+static clkit_status fall_back(clkit_context *ctx, const problem *pr, const clkit_config *failed,
+                              const clkit_tensor *out)
 {
-    clkit_log(CLKIT_LOG_WARN, "tensor-core matmul failed to build, using the portable kernels: %s",
-              clkit_last_error(ctx));
-    ctx->fast_path_failed = true;
+    int wg = cfg(failed, "WGMMA");
+    clkit_log(CLKIT_LOG_WARN, "tensor-core matmul (%s) failed to build, using %s: %s",
+              wg ? "wgmma" : "mma.sync", wg ? "mma.sync" : "the portable kernels", clkit_last_error(ctx));
+    *(wg ? &ctx->wgmma_failed : &ctx->fast_path_failed) = true;
     clkit_clear_error(ctx);
-    problem portable = *pr;
-    portable.mma = 0;
-    clkit_config c = heuristic_config(&ctx->props, &portable);
-    return launch_clkit(ctx, &portable, &c, out);
+    problem rest = *pr;
+    rest.wgmma = 0;
+    rest.mma = wg && pr->mma;
+    clkit_config c = heuristic_config(&ctx->props, &rest);
+    return launch_clkit(ctx, &rest, &c, out);
 }
 
 static clkit_status launch_clkit(clkit_context *ctx, const problem *pr, const clkit_config *c,
@@ -502,7 +544,7 @@ static clkit_status launch_clkit(clkit_context *ctx, const problem *pr, const cl
     build_options(pr, c, opts, sizeof opts);
     cl_kernel k;
     clkit_status s = clkit_get_kernel(ctx, "matmul.cl", names[kernel], opts, &k);
-    if (s == CLKIT_ERR_BUILD && kernel == KERNEL_MMA) return fall_back(ctx, pr, out);
+    if (s == CLKIT_ERR_BUILD && kernel == KERNEL_MMA) return fall_back(ctx, pr, c, out);
     if (s || (s = set_operands(ctx, k, pr, out))) return s;
     if (kernel == KERNEL_BLOCKED || kernel == KERNEL_MMA) return launch_tiles(ctx, k, pr, c);
     size_t limit = clkit_kernel_wg_limit(ctx, k);
