@@ -630,19 +630,21 @@ static clkit_status chunk_consume(clkit_context *ctx, const lce *l, int64_t v0, 
 /* ---- fused: the logits never leave the tensor cores' registers ---- */
 
 /* Tensor-core tiles of the fused GEMMs (BLOCK_M, BLOCK_N, BLOCK_K, WARPS_M, WARPS_N, STAGES,
-   as matmul's mma_shapes), the first legal one taken: sm_90's larger local memory first,
-   then rings within 48 KiB. Wide tiles halve the forward's per-tile states (T x V / BLOCK_N
-   x 8 bytes of scratch); in the backward 128 x 256 also beat 128 x 128 on 8 warps (H100,
-   the shapes of TARGETS.md: 23.4 / 124.7 ms against 24.7 / 132.5). */
-static const int fused_tiles[][6] = {
-    {128, 256, 32, 2, 4, 4}, {128, 256, 32, 2, 4, 2}, {128, 128, 32, 2, 2, 3}, {64, 64, 32, 2, 2, 4},
+   as matmul's mma_shapes, then 1 for Hopper's wgmma), the first legal one taken: wgmma on
+   sm_90, then mma.sync with sm_90's larger local memory, then rings within 48 KiB. Wide
+   tiles halve the forward's per-tile states (T x V / BLOCK_N x 8 bytes of scratch); in the
+   backward 128 x 256 also beat 128 x 128 on 8 warps (H100, the shapes of TARGETS.md: 23.4 /
+   124.7 ms against 24.7 / 132.5). */
+static const int fused_tiles[][7] = {
+    {128, 256, 64, 8, 1, 4, 1},  {128, 256, 32, 2, 4, 4, 0}, {128, 256, 32, 2, 4, 2, 0},
+    {128, 128, 32, 2, 2, 3, 0}, {64, 64, 32, 2, 2, 4, 0},
 };
 #define NFUSED ((int)(sizeof fused_tiles / sizeof *fused_tiles))
 
 static void fused_config(const int *t, char *buf, size_t n)
 {
-    snprintf(buf, n, "KERNEL=4,BLOCK_M=%d,BLOCK_N=%d,BLOCK_K=%d,WARPS_M=%d,WARPS_N=%d,STAGES=%d,GROUP_M=8",
-             t[0], t[1], t[2], t[3], t[4], t[5]);
+    snprintf(buf, n, "KERNEL=4,BLOCK_M=%d,BLOCK_N=%d,BLOCK_K=%d,WARPS_M=%d,WARPS_N=%d,STAGES=%d,GROUP_M=8%s",
+             t[0], t[1], t[2], t[3], t[4], t[5], t[6] ? ",WGMMA=1" : "");
 }
 
 /* The chunk's product x W[v0 : v0 + n]^T through matmul_mma with a CE epilogue: per-tile

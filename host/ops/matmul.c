@@ -717,6 +717,7 @@ bool clkit_matmul_tile_legal(const clkit_context *ctx, clkit_dtype dt, const cha
     memset(&pr, 0, sizeof pr);
     pr.a = &a, pr.b = &a, pr.c = &a;
     pr.mma = ctx->props.tensor_cores && !ctx->fast_path_failed;
+    pr.wgmma = pr.mma && ctx->props.wgmma && !ctx->wgmma_failed && dt != CLKIT_F32;
     clkit_config c;
     return clkit_config_parse(config, &c) == 0 && cfg(&c, "KERNEL") == KERNEL_MMA &&
            mma_legal(&ctx->props, &pr, &c);
@@ -745,7 +746,7 @@ clkit_status clkit_matmul_epilogue_run(clkit_context *ctx, const clkit_tensor *a
     s = clkit_get_kernel(ctx, "matmul.cl", "matmul_mma", opts, &k);
     if (s == CLKIT_ERR_BUILD) {
         clkit_log(CLKIT_LOG_WARN, "tensor-core matmul failed to build: %s", clkit_last_error(ctx));
-        ctx->fast_path_failed = true;
+        *(cfg(&cf, "WGMMA") ? &ctx->wgmma_failed : &ctx->fast_path_failed) = true;
         return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "%s: the tensor-core program does not build", e->define);
     }
     if (s || (s = set_operands(ctx, k, &pr, c))) return s;
