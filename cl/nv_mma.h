@@ -9,7 +9,8 @@
      local memory, transposing on the way when the operand's contiguous dimension is not the
      one the fragment wants.
    - mma.sync m16n8k16 (f16, bf16) and m16n8k8 (tf32) with f32 accumulators.
-   The driver compiles for .target sm_90, not sm_90a, so Hopper's wgmma is out of reach.
+   The driver compiles for .target sm_90, not sm_90a; Hopper's wgmma (below) gets there
+   through a second build of the program's PTX.
 
    Only the host sets CLKIT_NV_SM (from the device's compute capability): PoCL and AMD never
    see this file. A local pointer converted to uint is the 32-bit shared-window address the

@@ -31,7 +31,7 @@ table() {
 
 # local_limit SM: bytes of static __local a kernel may declare (host/context.c:
 # local_mem_static): 226 KiB on sm_90, 48 KiB before
-local_limit() { [ "$1" -ge 90 ] && echo $((226 * 1024)) || echo 49152; }
+local_limit() { [ "${1%a}" -ge 90 ] && echo $((226 * 1024)) || echo 49152; }
 
 # only_static_local SM: whether ptxas's only complaint in $out is static __local beyond its
 # own 48 KiB (0xc000) where the sm_90 driver accepts up to local_limit: it has assembled the
@@ -41,22 +41,26 @@ only_static_local() {
   errors=$(echo "$out" | grep -c "ptxas error")
   shared=$(echo "$out" | grep -o "too much shared data (0x[0-9a-f]*" | grep -o "0x[0-9a-f]*$" |
     while read -r n; do [ "$((n))" -le "$(local_limit "$1")" ] && echo ok; done | grep -c ok)
-  [ "$1" -ge 90 ] && [ "$errors" -gt 0 ] && [ "$errors" = "$shared" ]
+  [ "${1%a}" -ge 90 ] && [ "$errors" -gt 0 ] && [ "$errors" = "$shared" ]
 }
 
-# build NAME SM FILE OPTIONS...: one clang + ptxas run, each kernel's resources on success
+# build NAME SM FILE OPTIONS...: one clang + ptxas run, each kernel's resources on success.
+# SM 90a: built for sm_90 as the driver builds it, then the PTX retargeted as the host does
+# (host/program.c: the "//@90a " marks of cl/nv_mma.h removed, .target sm_90a) and
+# assembled for sm_90a, where ptxas also reports wgmma it had to serialise.
 build() {
   local name=$1 sm=$2 file=$3
   shift 3
   if out=$("$clang" -cl-std=CL1.2 -target nvptx64-nvidia-nvcl -O2 -Wno-linker-warnings \
-        -Xclang -target-cpu -Xclang "sm_$sm" -Xclang -target-feature -Xclang +ptx80 \
+        -Xclang -target-cpu -Xclang "sm_${sm%a}" -Xclang -target-feature -Xclang +ptx80 \
         -Xclang -finclude-default-header -Xclang -mlink-builtin-bitcode -Xclang "$libclc" \
-        -I "$root/cl" -D CLKIT_WARP=32 -D CLKIT_NV_SM="$sm" "$@" -S "$root/cl/$file" \
+        -I "$root/cl" -D CLKIT_WARP=32 -D CLKIT_NV_SM="${sm%a}" "$@" -S "$root/cl/$file" \
         -o "$tmp/k.ptx" 2>&1) &&
+     { [ "$sm" != 90a ] || sed -i -e 's#//@90a ##' -e 's/^\.target sm_90\([^0-9a-z]\|$\)/.target sm_90a\1/' "$tmp/k.ptx"; } &&
      { out=$("$ptxas" -arch="sm_$sm" -v "$tmp/k.ptx" -o "$tmp/k.cubin" 2>&1) || only_static_local "$sm"; }; then
     pass=$((pass + 1))
     built="$(echo "$out" | grep -A3 "entry function '[a-z_]*mma'" |
-      grep -o "function '[a-z_]*'\|[0-9]* bytes spill stores\|Used [0-9]* registers" |
+      grep -o "function '[a-z_]*'\|[0-9]* bytes spill stores\|Used [0-9]* registers\|wgmma[a-z._]* instructions are serialized" |
       sed "s/function '\(.*\)'/\1:/" | paste -sd ' ')"
     echo "sm_$sm $name: $built"
   else
@@ -95,13 +99,28 @@ matmul() {
 }
 matmul mma_shapes F16
 matmul tf32_shapes F32
+# Each wgmma tile of host/ops/matmul.c (BLOCK_M, BLOCK_N, STAGES; BLOCK_K 64, a warpgroup per
+# 64 rows) in every operand layout, f16 into f32 and bf16 into bf16, for sm_90a
+for s in $(table "$root/host/ops/matmul.c" wgmma_shapes); do
+  IFS=, read -r bm bn st <<<"$s"
+  for layout in "1 0" "1 1" "0 0" "0 1"; do
+    read -r ak bn_ <<<"$layout"
+    for dt in F16 BF16; do
+      # shellcheck disable=SC2046 # one flag or none
+      build "wgmma ${bm}x${bn}x64 s$st $dt A_KMAJOR=$ak B_NMAJOR=$bn_" 90a matmul.cl -D KERNEL=4 -D WGMMA=1 \
+        -D BLOCK_M="$bm" -D BLOCK_N="$bn" -D BLOCK_K=64 -D WARPS_M=$((bm / 16)) -D WARPS_N=1 -D STAGES="$st" \
+        -D GROUP_M=8 -D A_DTYPE="$dt" -D B_DTYPE="$dt" -D C_DTYPE=$([ "$dt" = F16 ] && echo F32 || echo BF16) \
+        -D A_KMAJOR="$ak" -D B_NMAJOR="$bn_" $([ "$dt" = BF16 ] && echo -D MMA_BF16)
+    done
+  done
+done
 # The fused GEMMs of linear + cross-entropy: each tile of host/ops/cross_entropy.c's
 # fused_tiles with each CE epilogue (x k-contiguous times W^T, k-contiguous), f16 and bf16,
-# plain and with bias and soft-capping
+# plain and with bias and soft-capping; wgmma tiles for sm_90a only
 for epi in STATS GRAD; do
   for s in $(table "$root/host/ops/cross_entropy.c" fused_tiles); do
-    IFS=, read -r bm bn bk wm wn st <<<"$s"
-    for sm in 80 90; do
+    IFS=, read -r bm bn bk wm wn st wg <<<"$s"
+    for sm in $([ "$wg" = 1 ] && echo 90a || echo 80 90); do
       [ "$((st * (bm + bn) * bk * 2))" -le "$(local_limit "$sm")" ] || continue
       for dt in F16 BF16; do
         for opts in "" "-D CE_BIAS -D CE_CAP"; do
@@ -109,7 +128,8 @@ for epi in STATS GRAD; do
           build "lce ${bm}x${bn}x${bk} w${wm}x${wn} s$st $dt EPI_CE_$epi $opts" "$sm" matmul.cl -D KERNEL=4 \
             -D BLOCK_M="$bm" -D BLOCK_N="$bn" -D BLOCK_K="$bk" -D WARPS_M="$wm" -D WARPS_N="$wn" \
             -D STAGES="$st" -D GROUP_M=8 -D A_DTYPE="$dt" -D B_DTYPE="$dt" -D C_DTYPE="$dt" \
-            -D A_KMAJOR=1 -D B_NMAJOR=0 -D "EPI_CE_$epi" $opts $([ "$dt" = BF16 ] && echo -D MMA_BF16)
+            -D A_KMAJOR=1 -D B_NMAJOR=0 -D "EPI_CE_$epi" $opts $([ "$dt" = BF16 ] && echo -D MMA_BF16) \
+            $([ "$wg" = 1 ] && echo -D WGMMA=1)
         done
       done
     done

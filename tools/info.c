@@ -161,11 +161,14 @@ static void print_heuristics(const struct clkit_device_props *dev)
     const char *off = dev->nv_cc_major >= 8 ? "portable kernels (CLKIT_TENSOR_CORES=0)"
                                             : "portable kernels (tensor cores need NVIDIA sm_80 or later)";
     printf("  matmul with f16/bf16 operands: %s\n",
-           dev->tensor_cores ? "tensor cores (mma.sync) when every operand has a unit-stride "
-                               "dimension and 8-element-aligned strides, else portable kernels"
-                             : off);
+           dev->wgmma ? "tensor cores (wgmma, sm_90a PTX; mma.sync if that does not build; "
+                        "CLKIT_WGMMA=0: mma.sync) when every operand has a unit-stride "
+                        "dimension and 8-element-aligned strides, else portable kernels"
+           : dev->tensor_cores ? "tensor cores (mma.sync) when every operand has a unit-stride "
+                                 "dimension and 8-element-aligned strides, else portable kernels"
+                               : off);
     printf("  linear cross-entropy f16/bf16: %s\n",
-           dev->tensor_cores ? "fused on the tensor cores (the logits stay in the GEMMs' "
+           dev->tensor_cores ? "fused on the tensor cores (wgmma where matmul takes it; the logits stay in the GEMMs' "
                                "epilogues) when x and weight have a unit-stride D and "
                                "8-element-aligned strides, else chunks of f32 logits in "
                                "scratch between matmuls"
