@@ -103,6 +103,13 @@ static int mma_operands(const clkit_context *ctx, const problem *p)
     return a && b;
 }
 
+/* Whether operands the tensor cores take (mma) may run on Hopper's wgmma: 16-bit, on a device
+   whose wgmma programs build. */
+static int wgmma_allowed(const clkit_context *ctx, int mma, clkit_dtype dt)
+{
+    return mma && ctx->props.wgmma && !ctx->wgmma_failed && dt != CLKIT_F32;
+}
+
 static clkit_status validate(clkit_context *ctx, const clkit_tensor *a, const clkit_tensor *b,
                              const clkit_tensor *c, const clkit_matmul_options *opt, problem *p)
 {
@@ -130,7 +137,7 @@ static clkit_status validate(clkit_context *ctx, const clkit_tensor *a, const cl
     p->tf32 = a->dtype == CLKIT_F32 && o->allow_tf32;
     p->exact = a->dtype == CLKIT_F32 && o->exact_f32;
     p->mma = mma_operands(ctx, p);
-    p->wgmma = p->mma && ctx->props.wgmma && !ctx->wgmma_failed && a->dtype != CLKIT_F32;
+    p->wgmma = wgmma_allowed(ctx, p->mma, a->dtype);
     return CLKIT_OK;
 }
 
@@ -717,7 +724,7 @@ bool clkit_matmul_tile_legal(const clkit_context *ctx, clkit_dtype dt, const cha
     memset(&pr, 0, sizeof pr);
     pr.a = &a, pr.b = &a, pr.c = &a;
     pr.mma = ctx->props.tensor_cores && !ctx->fast_path_failed;
-    pr.wgmma = pr.mma && ctx->props.wgmma && !ctx->wgmma_failed && dt != CLKIT_F32;
+    pr.wgmma = wgmma_allowed(ctx, pr.mma, dt);
     clkit_config c;
     return clkit_config_parse(config, &c) == 0 && cfg(&c, "KERNEL") == KERNEL_MMA &&
            mma_legal(&ctx->props, &pr, &c);
