@@ -99,10 +99,10 @@ matmul() {
 }
 matmul mma_shapes F16
 matmul tf32_shapes F32
-# Each wgmma tile of host/ops/matmul.c (BLOCK_M, BLOCK_N, STAGES; BLOCK_K 64, a warpgroup per
-# 64 rows) in every operand layout, f16 into f32 and bf16 into bf16, for sm_90a
+# Each wgmma tile of host/ops/matmul.c (BLOCK_M, BLOCK_N, STAGES, speed; BLOCK_K 64, a
+# warpgroup per 64 rows) in every operand layout, f16 into f32 and bf16 into bf16, for sm_90a
 for s in $(table "$root/host/ops/matmul.c" wgmma_shapes); do
-  IFS=, read -r bm bn st <<<"$s"
+  IFS=, read -r bm bn st _ <<<"$s"
   for layout in "1 0" "1 1" "0 0" "0 1"; do
     read -r ak bn_ <<<"$layout"
     for dt in F16 BF16; do

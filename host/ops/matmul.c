@@ -313,11 +313,14 @@ static size_t mma_table(const problem *pr, const int (**rows)[6])
 }
 
 /* The wgmma tiles (sm_90, 16-bit operands), tried before mma_shapes: (BLOCK_M, BLOCK_N,
-   STAGES), BLOCK_K 64, a warpgroup per 64 rows. */
-static const int wgmma_shapes[][3] = {
-    {128, 256, 4}, {256, 128, 4}, {128, 128, 6}, {128, 128, 4}, {64, 256, 4},
-    {64, 128, 4},  {128, 64, 4},  {64, 64, 4},
+   STAGES, speed), BLOCK_K 64, a warpgroup per 64 rows; speed is the tile's TFLOP/s in percent
+   of the first's on a full grid (H100, 4096^3, where every tile's last wave is nearly full:
+   0.3045 ms for the first). */
+static const int wgmma_shapes[][4] = {
+    {128, 256, 4, 100}, {256, 128, 4, 97}, {128, 128, 6, 85}, {128, 128, 4, 87},
+    {64, 256, 4, 67},   {64, 128, 4, 79},  {128, 64, 4, 72},  {64, 64, 4, 63},
 };
+#define NWGMMA (sizeof wgmma_shapes / sizeof *wgmma_shapes)
 
 static clkit_config wgmma(const int *shape, int group)
 {
@@ -332,8 +335,7 @@ static clkit_config wgmma(const int *shape, int group)
 static size_t tensor_core_configs(const problem *pr, clkit_config *out, size_t max)
 {
     size_t n = 0;
-    for (size_t i = 0; pr->wgmma && i < sizeof wgmma_shapes / sizeof *wgmma_shapes && n < max; i++)
-        out[n++] = wgmma(wgmma_shapes[i], 8);
+    for (size_t i = 0; pr->wgmma && i < NWGMMA && n < max; i++) out[n++] = wgmma(wgmma_shapes[i], 8);
     const int (*tiles)[6];
     size_t ntiles = mma_table(pr, &tiles);
     for (size_t i = 0; i < ntiles && n < max; i++) out[n++] = mma(tiles[i], 8);
@@ -345,6 +347,34 @@ static size_t tensor_core_configs(const problem *pr, clkit_config *out, size_t m
 static const int skinny_mma[6] = {64, 64, 64, 2, 2, 3};
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* The wgmma tile whose grid should finish first, for grids that give the widest tile at least
+   half a wave: each compute unit runs ceil(groups / units) work-groups of a tile one after
+   another, each taking the tile's area over its speed. Only tiles whose ring lets one
+   work-group a compute unit are weighed (smaller ones share a unit, which this count does not
+   model: H100 at 768^3 and 1024^3, two 64 x 64 work-groups a unit beat one 64 x 128 by 6-13 %,
+   and the rule below takes them). Unlike "the fastest tile that fills the device", this sees
+   a last wave left mostly empty: 2176^3 on 128 x 256 makes 153 work-groups, two rounds on 132
+   compute units, where 128 x 128 takes three full ones (H100: 226 -> 244 TFLOP/s; 1536^3 and
+   2048^3 take 128 x 256 over 128 x 128: 161 -> 181, 287 -> 330). Returns 0 to leave the
+   choice to the rule below. */
+static int wgmma_pick(const struct clkit_device_props *p, const problem *pr, clkit_config *out)
+{
+    const int *wide = wgmma_shapes[0];
+    if (!pr->wgmma || ceil_div(pr->m, wide[0]) * ceil_div(pr->n, wide[1]) * pr->batch * 2 < p->compute_units)
+        return 0;
+    double best = 0;
+    for (size_t i = 0; i < NWGMMA; i++) {
+        const int *t = wgmma_shapes[i];
+        clkit_config c = wgmma(t, 8);
+        uint64_t local = (uint64_t)t[2] * (uint64_t)(t[0] + t[1]) * 64 * 2 + 1024;
+        if (!config_legal(p, pr, &c) || 2 * local <= p->local_mem_static) continue;
+        int64_t per_unit = ceil_div(ceil_div(pr->m, t[0]) * ceil_div(pr->n, t[1]) * pr->batch, p->compute_units);
+        double time = (double)per_unit * t[0] * t[1] / t[3];
+        if (best == 0 || time < best) best = time, *out = c;
+    }
+    return best > 0;
+}
 
 /* Heuristic default from device properties: the largest legal tile that still gives every
    compute unit a work-group (the tutorials' 128 x 128 on big GPUs, smaller tiles for small
@@ -370,6 +400,7 @@ static clkit_config heuristic_config(const struct clkit_device_props *p, const p
        most work-groups, not the largest (H100 f32 256^3 on the table's last row, 2
        work-groups: 0.37 TFLOP/s). */
     clkit_config best = {0}, filling = {0}, tiles[MAX_TC_CONFIGS];
+    if (wgmma_pick(p, pr, &best)) return best;
     uint64_t best_groups = 0; /* 0: no legal tensor-core tile */
     size_t ntiles = tensor_core_configs(pr, tiles, MAX_TC_CONFIGS);
     for (size_t i = 0; i < ntiles; i++) {
