@@ -371,10 +371,7 @@ static void save_binary(clkit_context *ctx, cl_program prog, const char *path)
 
 static const char mark_90a[] = "//@90a ";
 
-/* ptx (NUL-terminated, in a buffer of cap bytes) with the "//@90a " marks removed and
-   ".target sm_90" made ".target sm_90a", in place; *len becomes its size with the NUL, as the
-   driver's binaries count it. Returns 0 when the text has no such target line. */
-static int retarget_90a(char *ptx, size_t *len, size_t cap)
+int clkit_ptx_retarget_90a(char *ptx, size_t *len, size_t cap)
 {
     size_t m = sizeof mark_90a - 1, out = 0;
     for (size_t i = 0; ptx[i];) {
@@ -414,7 +411,7 @@ static clkit_status arch_specific(clkit_context *ctx, cl_program *prog, const ch
         free(ptx);
         return CLKIT_ERR_OUT_OF_MEMORY;
     }
-    if (!retarget_90a(text, &n, n + 2)) {
+    if (!clkit_ptx_retarget_90a(text, &n, n + 2)) {
         free(text);
         return clkit_fail(ctx, CLKIT_ERR_BUILD, "%s: no .target sm_90 line in the PTX to retarget", file);
     }

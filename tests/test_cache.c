@@ -2,6 +2,7 @@
    directories never crash or change results, processes filling one cache at once all
    succeed, and a cache over its size cap sheds its least recently used entries. */
 #define _GNU_SOURCE
+#include "internal.h"
 #include "util.h"
 
 #include <dirent.h>
@@ -284,6 +285,43 @@ START_TEST(size_cap)
 }
 END_TEST
 
+/* The sm_90a rebuild's PTX rewrite (host/program.c; NVIDIA only, so tested on text here): every
+   "//@90a " mark goes, the target line gains its "a" whatever follows it, the length counts the
+   NUL; text without an sm_90 target line, or a buffer without room for the byte, is refused. */
+static int retarget(const char *in, char *out, size_t cap, size_t *len)
+{
+    memset(out, 'x', cap);
+    memcpy(out, in, strlen(in) + 1);
+    *len = strlen(in);
+    return clkit_ptx_retarget_90a(out, len, cap);
+}
+
+START_TEST(ptx_retarget)
+{
+    char buf[512];
+    size_t len;
+    const char *ptx = "//\n.version 9.0\n.target sm_90, texmode_independent\n.address_size 64\n"
+                      "\t// begin inline asm\n\t//@90a wgmma.fence.sync.aligned;\n"
+                      "//@90a wgmma.commit_group.sync.aligned;\n\tbar.sync 0; // @90a stays\n";
+    ck_assert_int_eq(retarget(ptx, buf, sizeof buf, &len), 1);
+    ck_assert_str_eq(buf, "//\n.version 9.0\n.target sm_90a, texmode_independent\n.address_size 64\n"
+                          "\t// begin inline asm\n\twgmma.fence.sync.aligned;\n"
+                          "wgmma.commit_group.sync.aligned;\n\tbar.sync 0; // @90a stays\n");
+    ck_assert_uint_eq(len, strlen(buf) + 1);
+    ck_assert_int_eq(retarget(".version 8.0\n.target sm_90\n", buf, sizeof buf, &len), 1);
+    ck_assert_str_eq(buf, ".version 8.0\n.target sm_90a\n");
+    ck_assert_int_eq(retarget(".version 8.0\n.target sm_90", buf, sizeof buf, &len), 1);
+    ck_assert_str_eq(buf, ".version 8.0\n.target sm_90a");
+    ck_assert_int_eq(retarget(".version 8.0\n.target sm_80\n", buf, sizeof buf, &len), 0);
+    ck_assert_int_eq(retarget(".version 8.0\n.target sm_90a\n", buf, sizeof buf, &len), 0);
+    ck_assert_int_eq(retarget("//@90a wgmma.fence.sync.aligned;\n", buf, sizeof buf, &len), 0);
+    const char *tight = "x\n.target sm_90\n";
+    ck_assert_int_eq(retarget(tight, buf, strlen(tight) + 1, &len), 0);
+    ck_assert_int_eq(retarget(tight, buf, strlen(tight) + 2, &len), 1);
+    ck_assert_str_eq(buf, "x\n.target sm_90a\n");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cache");
@@ -293,6 +331,7 @@ int main(void)
     tcase_add_test(tc, unusable_directories);
     tcase_add_test(tc, concurrent_processes);
     tcase_add_test(tc, size_cap);
+    tcase_add_test(tc, ptx_retarget);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }
