@@ -419,7 +419,9 @@ static clkit_status arch_specific(clkit_context *ctx, cl_program *prog, const ch
     const unsigned char *b = (const unsigned char *)text;
     cl_program p = clCreateProgramWithBinary(ctx->cl, 1, &ctx->device, &n, &b, &st, &err);
     free(text);
-    if (!p) return clkit_cl_fail(ctx, err, "clCreateProgramWithBinary (sm_90a)");
+    if (!p) /* a build failure, so that the op falls back to what builds */
+        return clkit_fail(ctx, CLKIT_ERR_BUILD, "%s: the driver refuses the sm_90a PTX (%s)", file,
+                          clkit_cl_error_name(err));
     if (clBuildProgram(p, 1, &ctx->device, opts, NULL, NULL) != CL_SUCCESS) {
         clkit_status s = build_log_fail(ctx, p, file, "sm_90a PTX");
         clReleaseProgram(p);
