@@ -152,6 +152,13 @@ static uint64_t blocked_local_bytes(const clkit_config *c)
 
 static int pow2(int x) { return x > 0 && (x & (x - 1)) == 0; }
 
+/* Local memory of the tensor-core kernel's ring: STAGES slices of both operands, and for wgmma
+   1 KiB more, over which the kernel aligns the ring to 1024 bytes. */
+static uint64_t ring_bytes(int bm, int bn, int bk, int stages, int elem, int wgmma)
+{
+    return (uint64_t)stages * (uint64_t)(bm + bn) * (uint64_t)bk * (uint64_t)elem + (wgmma ? 1024 : 0);
+}
+
 /* The tensor-core kernel's tile for these operands on this device: operands it can take,
    BLOCK_K a whole number of mma steps (k 16 for 16-bit dtypes, 8 for TF32), each warp's piece
    a whole number of 16 x 16 fragment pairs with at most 128 f32 accumulators a lane (more
@@ -166,15 +173,11 @@ static int mma_legal(const struct clkit_device_props *p, const problem *pr, cons
         bk > 64 || !pow2(bk) || stages < 2 || stages > 6 || cfg(c, "GROUP_M") < 1)
         return 0;
     int warp_m = bm / wm, warp_n = bn / wn, wg = wm * wn * 32;
-    uint64_t local = (uint64_t)stages * (uint64_t)(bm + bn) * (uint64_t)bk * (uint64_t)elem;
-    if (cfg(c, "WGMMA")) {
-        /* warpgroups of 64 rows, one wgmma 64 x BLOCK_N a k step, 128-byte rows (BLOCK_K 64)
-           on 1024-byte-aligned stages (the kernel aligns its ring: 1 KiB more) */
-        if (!pr->wgmma || bk != 64 || (bn != 64 && bn != 128 && bn != 256) || bm % 64 ||
-            wn != 1 || wm != bm / 16 || stages < 3)
-            return 0;
-        local += 1024;
-    }
+    uint64_t local = ring_bytes(bm, bn, bk, stages, elem, cfg(c, "WGMMA"));
+    /* wgmma: warpgroups of 64 rows, one wgmma 64 x BLOCK_N a k step, 128-byte rows (BLOCK_K 64) */
+    if (cfg(c, "WGMMA") && (!pr->wgmma || bk != 64 || (bn != 64 && bn != 128 && bn != 256) ||
+                            bm % 64 || wn != 1 || wm != bm / 16 || stages < 3))
+        return 0;
     return warp_m >= 16 && warp_n >= 16 && (warp_m / 16) * (warp_n / 8) * 4 <= 128 &&
            (size_t)wg <= p->max_work_group && (bm * bk / chunk) % wg == 0 &&
            (bn * bk / chunk) % wg == 0 && local <= p->local_mem_static;
@@ -330,18 +333,21 @@ static clkit_config wgmma(const int *shape, int group)
     return c;
 }
 
-/* The tensor-core configurations for these operands, the likeliest fastest first: wgmma's
-   where it may run, then mma.sync's (TF32 tiles for f32). */
-static size_t tensor_core_configs(const problem *pr, clkit_config *out, size_t max)
+/* The i-th tensor-core configuration for these operands, the likeliest fastest first: wgmma's
+   where it may run, then mma.sync's (TF32 tiles for f32). Returns 0 past the last. Built one
+   at a time: the heuristic, which every untuned call runs, usually takes the first. */
+static int tensor_core_config(const problem *pr, size_t i, clkit_config *out)
 {
-    size_t n = 0;
-    for (size_t i = 0; pr->wgmma && i < NWGMMA && n < max; i++) out[n++] = wgmma(wgmma_shapes[i], 8);
+    size_t first = pr->wgmma ? NWGMMA : 0;
+    if (i < first) {
+        *out = wgmma(wgmma_shapes[i], 8);
+        return 1;
+    }
     const int (*tiles)[6];
-    size_t ntiles = mma_table(pr, &tiles);
-    for (size_t i = 0; i < ntiles && n < max; i++) out[n++] = mma(tiles[i], 8);
-    return n;
+    if (i - first >= mma_table(pr, &tiles)) return 0;
+    *out = mma(tiles[i - first], 8);
+    return 1;
 }
-#define MAX_TC_CONFIGS 48
 
 /* The tile for M <= 16 (a row of mma_shapes, which the tuner also tries). */
 static const int skinny_mma[6] = {64, 64, 64, 2, 2, 3};
@@ -367,8 +373,8 @@ static int wgmma_pick(const struct clkit_device_props *p, const problem *pr, clk
     for (size_t i = 0; i < NWGMMA; i++) {
         const int *t = wgmma_shapes[i];
         clkit_config c = wgmma(t, 8);
-        uint64_t local = (uint64_t)t[2] * (uint64_t)(t[0] + t[1]) * 64 * 2 + 1024;
-        if (!config_legal(p, pr, &c) || 2 * local <= p->local_mem_static) continue;
+        if (!config_legal(p, pr, &c) || 2 * ring_bytes(t[0], t[1], 64, t[2], 2, 1) <= p->local_mem_static)
+            continue;
         int64_t per_unit = ceil_div(ceil_div(pr->m, t[0]) * ceil_div(pr->n, t[1]) * pr->batch, p->compute_units);
         double time = (double)per_unit * t[0] * t[1] / t[3];
         if (best == 0 || time < best) best = time, *out = c;
@@ -399,20 +405,18 @@ static clkit_config heuristic_config(const struct clkit_device_props *p, const p
        fits it); else the first that fills the device; short of a full wave, the tile with the
        most work-groups, not the largest (H100 f32 256^3 on the table's last row, 2
        work-groups: 0.37 TFLOP/s). */
-    clkit_config best = {0}, filling = {0}, tiles[MAX_TC_CONFIGS];
+    clkit_config best = {0}, filling = {0}, tc;
     if (wgmma_pick(p, pr, &best)) return best;
     uint64_t best_groups = 0; /* 0: no legal tensor-core tile */
-    size_t ntiles = tensor_core_configs(pr, tiles, MAX_TC_CONFIGS);
-    for (size_t i = 0; i < ntiles; i++) {
-        clkit_config c = tiles[i];
-        if (!config_legal(p, pr, &c)) continue;
-        int bm = cfg(&c, "BLOCK_M"), bn = cfg(&c, "BLOCK_N");
+    for (size_t i = 0; tensor_core_config(pr, i, &tc); i++) {
+        if (!config_legal(p, pr, &tc)) continue;
+        int bm = cfg(&tc, "BLOCK_M"), bn = cfg(&tc, "BLOCK_N");
         int64_t rows = ceil_div(pr->m, bm), cols = ceil_div(pr->n, bn);
         uint64_t groups = (uint64_t)(rows * cols * pr->batch);
         double grid = (double)(rows * bm) * (double)(cols * bn);
-        if (groups >= want && (double)pr->m * (double)pr->n >= 0.875 * grid) return c;
-        if (groups >= want && !cfg(&filling, "KERNEL")) filling = c;
-        if (groups > best_groups) best = c, best_groups = groups;
+        if (groups >= want && (double)pr->m * (double)pr->n >= 0.875 * grid) return tc;
+        if (groups >= want && !cfg(&filling, "KERNEL")) filling = tc;
+        if (groups > best_groups) best = tc, best_groups = groups;
     }
     if (cfg(&filling, "KERNEL")) return filling;
     if (best_groups) return best;
@@ -443,11 +447,9 @@ static int candidates(const struct clkit_device_props *p, const problem *pr, clk
         clkit_config_set(&c, "provider", 1);
         out[n++] = c;
     }
-    clkit_config tiles[MAX_TC_CONFIGS];
-    size_t ntiles = tensor_core_configs(pr, tiles, MAX_TC_CONFIGS);
-    for (size_t i = 0; i < ntiles && n < max; i++)
-        if (config_legal(p, pr, &tiles[i]) && memcmp(&tiles[i], &out[0], sizeof tiles[i]) != 0)
-            out[n++] = tiles[i];
+    clkit_config tc;
+    for (size_t i = 0; n < max && tensor_core_config(pr, i, &tc); i++)
+        if (config_legal(p, pr, &tc) && memcmp(&tc, &out[0], sizeof tc) != 0) out[n++] = tc;
     for (size_t i = 0; i < NSHAPES && n < max; i++) {
         const int *s = block_shapes[i];
         clkit_config c = blocked(s[0], s[1], s[2], s[3], s[4], 8);
