@@ -556,43 +556,78 @@ void lce_grad(__global const float *z, long ldz, long n, long v0, __global const
     }
 }
 
+/* Token chunks (the backward of a few thousand tokens at a time, over the whole vocabulary):
+   matmul_mma's EPI_CE_STATS with CE_STORE left the chunk's logits z (bias added, capped) in
+   the storage dtype, row stride ldz, and lce_merge each row's lse in state.x; z turns into
+   dloss/dz in place, one read and one write where the vocabulary chunks recompute the
+   logits with a GEMM of 2 T D V. Zero for ignored rows. */
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void lce_zgrad(__global elem_t *z, long ldz, long v, __global const int *tgt, long n_rows,
+               float smoothing, float cap, float z_scale, float grad_scale,
+               __global const float4 *state)
+{
+    const int lane = get_local_id(0);
+    float val[ITEMS];
+    for (long row = get_group_id(0); row < n_rows; row += get_num_groups(0)) {
+        __global elem_t *zr = z + row * ldz;
+        const int y = tgt[row];
+        const grad_coef coef = row_coef(y < 0 ? 0.0f : state[row].x, grad_scale, smoothing, z_scale, v, cap);
+        for (long b = 0; b < v; b += SPAN) {
+            const int hi = (int)min(v - b, (long)SPAN);
+            if (y < 0) {
+                for (int i = 0; i < ITEMS; i++) val[i] = 0.0f;
+            } else {
+                load_step(zr + b, 1, lane, 0, hi, 0.0f, val); /* already capped */
+                for (int i = 0; i < ITEMS; i++)
+                    val[i] = grad_logit(val[i], b + item_pos(i, lane) == y, &coef);
+            }
+            store_step(zr + b, 1, lane, 0, hi, val);
+        }
+    }
+}
+
 /* Column sums of the chunk gradient s (n_rows x n, row stride lds) into db[db_off + j *
    db_stride], accumulated in f32: DB_COLS columns per work-group, DB_ROWS work-items per
-   column each summing every DB_ROWS-th row in order, then a fixed tree. */
+   column each summing every DB_ROWS-th row in order, then a fixed tree. Token chunks add
+   their sums in the f32 acc (first: from zero; last: the total goes to db); a vocabulary
+   chunk is first and last, and acc may be NULL. */
 #define DB_COLS 32
 #define DB_ROWS 8
 __kernel __attribute__((reqd_work_group_size(DB_COLS, DB_ROWS, 1)))
-void lce_dbias(__global const elem_t *s, long lds, long n_rows, long n, __global elem_t *db,
-               long db_off, long db_stride)
+void lce_dbias(__global const elem_t *s, long lds, long n_rows, long n, __global float *acc,
+               int first, int last, __global elem_t *db, long db_off, long db_stride)
 {
     __local float red[DB_ROWS][DB_COLS];
     const int cx = get_local_id(0), ry = get_local_id(1);
     const long j = get_group_id(0) * DB_COLS + cx;
-    float acc = 0.0f;
-    for (long r = ry; j < n && r < n_rows; r += DB_ROWS) acc += LOAD(s, r * lds + j);
-    red[ry][cx] = acc;
+    float sum = 0.0f;
+    for (long r = ry; j < n && r < n_rows; r += DB_ROWS) sum += LOAD(s, r * lds + j);
+    red[ry][cx] = sum;
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int h = DB_ROWS / 2; h > 0; h >>= 1) {
         if (ry < h) red[ry][cx] += red[ry + h][cx];
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    if (ry == 0 && j < n) STORE(db, db_off + j * db_stride, red[0][cx]);
+    if (ry != 0 || j >= n) return;
+    const float total = red[0][cx] + (first ? 0.0f : acc[j]);
+    if (last) STORE(db, db_off + j * db_stride, total);
+    else acc[j] = total;
 }
 
 
-/* lce_dw_sum: the chunk's dweight rows when its GEMM was split over token slices (a chunk
-   of a few hundred vocabulary rows gives a dW tile grid too small to fill the device, while
-   its reduction over T is long): out = sum of `splits` f32 partial products, added in slice
+/* lce_split_sum: a GEMM split along its reduction because its tile grid is too small to
+   fill the device while the reduction is long (a vocabulary chunk's dweight rows, over T;
+   a token chunk's dx rows, over V): out = sum of `splits` f32 partial products, added in
    order so reruns are bitwise equal, rounded once to the storage dtype. A grid-stride loop
-   over the n x d elements of the chunk. */
-__kernel void lce_dw_sum(__global const float *part, long n, long d, int splits,
-                         __global elem_t *dw, long dw_off, long dw_s0, long dw_s1)
+   over the n x d elements. */
+__kernel void lce_split_sum(__global const float *part, long n, long d, int splits,
+                            __global elem_t *out, long out_off, long out_s0, long out_s1)
 {
     const long total = n * d;
     for (long i = get_global_id(0); i < total; i += get_global_size(0)) {
         float acc = 0.0f;
         for (int k = 0; k < splits; k++) acc += part[k * total + i];
-        STORE(dw, dw_off + (i / d) * dw_s0 + (i % d) * dw_s1, acc);
+        STORE(out, out_off + (i / d) * out_s0 + (i % d) * out_s1, acc);
     }
 }
 

@@ -2,8 +2,8 @@
    computed from the same quantized inputs: every option and their combinations, the three
    reductions, ignored tokens (custom ignore_index, all ignored), T and V from 1, padded,
    offset and transposed logits, strided targets of both index dtypes, in-place gradients,
-   large and infinite logits, several vocabulary chunks (CLKIT_LCE_CHUNK) with a ragged last
-   one, each gradient of the linear op alone, bitwise reruns and bounded scratch; the
+   large and infinite logits, several vocabulary chunks (CLKIT_LCE_CHUNK) or token chunks
+   (CLKIT_LCE_TOKENS, on the tensor cores) with a ragged last one, each gradient of the linear op alone, bitwise reruns and bounded scratch; the
    references' gradients against finite differences; and bad input, which must leave every
    output untouched. */
 #define _GNU_SOURCE
@@ -622,7 +622,8 @@ typedef struct lce_case {
     bool bias, zloss, dx, dw, db;
     tu_layout lx, lw, ldx, ldw; /* x, weight, dx, dweight */
     int64_t b_stride, db_stride;
-    const char *chunk; /* CLKIT_LCE_CHUNK for the call; NULL: the default rule */
+    const char *chunk;  /* CLKIT_LCE_CHUNK for the call; NULL: the default rule */
+    const char *tokens; /* CLKIT_LCE_TOKENS likewise (token chunks on the tensor cores) */
 } lce_case;
 
 static lce_case lce_basic(clkit_dtype dt, int64_t t, int64_t d, int64_t v)
@@ -651,9 +652,9 @@ static void lce_compare(const double *got, const double *want, const double *mag
 static void lce_check(clkit_context *ctx, const lce_case *c, const char *what)
 {
     char name[320];
-    snprintf(name, sizeof name, "%s %s T %lld D %lld V %lld chunk %s %s eps %g cap %g zs %g%s%s%s%s",
+    snprintf(name, sizeof name, "%s %s T %lld D %lld V %lld chunk %s tokens %s %s eps %g cap %g zs %g%s%s%s%s",
              what, clkit_dtype_name(c->dt), (long long)c->t, (long long)c->d, (long long)c->v,
-             c->chunk ? c->chunk : "default", reduction_name(c->o.reduction),
+             c->chunk ? c->chunk : "default", c->tokens ? c->tokens : "default", reduction_name(c->o.reduction),
              (double)c->o.label_smoothing, (double)c->o.softcap, (double)c->o.z_loss_scale,
              c->bias ? " bias" : "", c->dx ? " dx" : "", c->dw ? " dw" : "", c->db ? " db" : "");
     int64_t t = c->t, d = c->d, v = c->v, nl = c->o.reduction == CLKIT_REDUCTION_NONE ? t : 1;
@@ -682,10 +683,12 @@ static void lce_check(clkit_context *ctx, const lce_case *c, const char *what)
     clkit_cross_entropy_options o = c->o;
     o.z_loss = c->zloss ? &tz : NULL;
     if (c->chunk) setenv("CLKIT_LCE_CHUNK", c->chunk, 1);
+    if (c->tokens) setenv("CLKIT_LCE_TOKENS", c->tokens, 1);
     clkit_status s = clkit_linear_cross_entropy(ctx, &tx, &tw, c->bias ? &tb : NULL, &ty, &o, &tl,
                                                 c->dx ? &tdx : NULL, c->dw ? &tdw : NULL,
                                                 c->db ? &tdb : NULL);
     unsetenv("CLKIT_LCE_CHUNK");
+    unsetenv("CLKIT_LCE_TOKENS");
     ck_assert_msg(s == CLKIT_OK, "%s: %s: %s", name, clkit_status_string(s), clkit_last_error(ctx));
 
     get(ctx, bl, CLKIT_F32, &ll, 0, nl, l_got, name);
@@ -836,6 +839,35 @@ START_TEST(linear_many_tiles)
             c.o.ignore_index = 3;
             lce_check(ctx, &c, "many tiles");
         }
+    clkit_context_release(ctx);
+}
+END_TEST
+
+/* Token chunks (on the tensor cores; elsewhere the vocabulary chunks serve the same calls):
+   several with a ragged last under every option, each gradient alone, and a vocabulary wide
+   enough that each chunk's dx GEMM is split over vocabulary slices. */
+START_TEST(linear_token_chunks)
+{
+    clkit_context *ctx = tu_ctx();
+    for (size_t dt = 1; dt < 3; dt++) {
+        lce_case c = lce_basic(float_dtypes[dt], 300, 40, 1100);
+        c.tokens = "128";
+        c.o.label_smoothing = 0.1f;
+        c.o.softcap = 5.0f;
+        c.o.z_loss_scale = 0.001f;
+        c.o.ignore_index = 3;
+        lce_check(ctx, &c, "token chunks");
+        for (int mask = 1; mask < 8; mask <<= 1) {
+            c = lce_basic(float_dtypes[dt], 200, 16, 300);
+            c.tokens = "64";
+            c.dx = mask & 1, c.dw = mask & 2, c.db = mask & 4;
+            c.bias = mask != 4;
+            lce_check(ctx, &c, "token chunks, one gradient");
+        }
+        c = lce_basic(float_dtypes[dt], 260, 24, 8192);
+        c.tokens = "256";
+        lce_check(ctx, &c, "token chunks, split dx");
+    }
     clkit_context_release(ctx);
 }
 END_TEST
@@ -1038,6 +1070,7 @@ int main(void)
     tcase_add_test(tc, linear_strided);
     tcase_add_test(tc, linear_split_dweight);
     tcase_add_test(tc, linear_many_tiles);
+    tcase_add_test(tc, linear_token_chunks);
     tcase_add_test(tc, linear_memory_and_determinism);
     tcase_add_test(tc, linear_finite_differences);
     tcase_add_test(tc, linear_bad_input);

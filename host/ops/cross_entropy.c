@@ -15,7 +15,13 @@
    epilogues through clkit_matmul_epilogue_run: the forward keeps per-row, per-tile states
    (O(T * V / BLOCK_N)) that lce_merge folds, the backward writes dloss/dz straight from the
    accumulators; no f32 logits exist. Operands the tensor cores refuse, or a program that does
-   not build, send the call down the unfused route. */
+   not build, send the call down the unfused route.
+
+   Fused, a call that asks for gradients walks the tokens instead when a chunk of a thousand
+   or more rows fits the budget with the f32 dweight accumulator (V x D x 4 bytes): each token
+   chunk's GEMM keeps its logits in the storage dtype (the loss still from the f32
+   accumulators), lce_zgrad turns them into dloss/dz in place, and the dx rows and the
+   dweight accumulator take it from there. Three GEMMs of 2 T D V instead of four. */
 #include "../internal.h"
 
 #include <math.h>
@@ -417,15 +423,21 @@ typedef struct lce {
     const clkit_tensor *x, *w, *bias, *dx, *dw, *db;
     ce_common c;
     int64_t d, chunk, nchunks; /* chunk: vocabulary columns per chunk */
+    int64_t tokens;            /* rows per token chunk; 0: vocabulary chunks */
     int64_t ldz, lds;          /* row strides of the logits and gradient scratch */
     clkit_dtype dt;
     scratch state, z, s, acc; /* s: 16-bit gradient (f32 overwrites z); acc: f32 dx */
-    scratch part;              /* dw_splits f32 partial dweight chunks */
+    scratch part;              /* f32 partial products of a split dweight or dx GEMM */
+    scratch tgt, wacc, bacc;   /* token chunks: their targets, f32 dweight and dbias sums */
     int dw_splits;             /* token slices of the dweight GEMM (1: one GEMM) */
-    size_t wg;
-    cl_kernel stats, grad, dbias, dw_sum; /* stats: lce_merge when fused */
+    int dx_splits;             /* token chunks: vocabulary slices of the dx GEMM */
+    size_t wg, zwg;            /* zwg: lce_zgrad's */
+    cl_kernel stats, grad, dbias, split_sum; /* stats: lce_merge when fused; grad: lce_zgrad
+                                                for token chunks */
     /* fused: the logits stay in matmul_mma's CE epilogues (tensor cores), in fused_tiles[tile] */
     int fused, tile, slots;    /* slots: column tiles of a row (V / BLOCK_N, rounded up) */
+    bool token_tile_ok;        /* token_tile builds here (else fused_tiles[tile] serves) */
+    const int *gemm;           /* the fused GEMMs' tile: fused_tiles[tile] or token_tile */
     scratch ms, sz, zt;        /* the epilogue's per-tile states and target logits */
 } lce;
 
@@ -440,6 +452,9 @@ static void release_lce(clkit_context *ctx, lce *l)
     scratch_put(ctx, &l->ms);
     scratch_put(ctx, &l->sz);
     scratch_put(ctx, &l->zt);
+    scratch_put(ctx, &l->tgt);
+    scratch_put(ctx, &l->wacc);
+    scratch_put(ctx, &l->bacc);
 }
 
 /* Columns per chunk: $CLKIT_LCE_CHUNK when set to a positive count, else the most whose
@@ -478,10 +493,11 @@ static clkit_tensor matrix(cl_mem buf, clkit_dtype dt, int64_t offset_elems, int
     return m;
 }
 
-/* Rows [v0, v0 + n) of a (V, D) tensor, transposed to (D, n) when asked. */
-static clkit_tensor vocab_rows(const clkit_tensor *w, int64_t v0, int64_t n, bool transposed)
+/* Rows [r0, r0 + n) of a 2-D tensor (vocabulary rows of W, token rows of x), transposed
+   when asked. */
+static clkit_tensor row_slice(const clkit_tensor *w, int64_t r0, int64_t n, bool transposed)
 {
-    int64_t off = (int64_t)(w->offset / clkit_dtype_size(w->dtype)) + v0 * w->strides[0];
+    int64_t off = (int64_t)(w->offset / clkit_dtype_size(w->dtype)) + r0 * w->strides[0];
     return transposed ? matrix(w->buffer, w->dtype, off, w->shape[1], n, w->strides[1], w->strides[0])
                       : matrix(w->buffer, w->dtype, off, n, w->shape[1], w->strides[0], w->strides[1]);
 }
@@ -489,13 +505,21 @@ static clkit_tensor vocab_rows(const clkit_tensor *w, int64_t v0, int64_t n, boo
 /* The chunk's logits x @ W[v0 : v0 + n]^T into z (the bias is added by the kernels). */
 static clkit_status chunk_logits(clkit_context *ctx, const lce *l, int64_t v0, int64_t n)
 {
-    clkit_tensor wt = vocab_rows(l->w, v0, n, true);
+    clkit_tensor wt = row_slice(l->w, v0, n, true);
     clkit_tensor z = matrix(l->z.buf, CLKIT_F32, 0, l->c.t, n, l->ldz, 1);
     return clkit_matmul(ctx, l->x, &wt, &z, NULL);
 }
 
-/* lce_stats and lce_grad at one work-group size (the smaller either can run), and lce_dbias
-   from the same program. */
+/* lce_zgrad: whole 16-byte vectors along the token chunk's rows of V logits. */
+static clkit_status zgrad_kernel(clkit_context *ctx, lce *l)
+{
+    unsigned vec = 16 / (unsigned)clkit_dtype_size(l->dt);
+    l->zwg = rows_wg(&ctx->props, l->c.v, vec * rows_chunks(&ctx->props));
+    return rows_kernel(ctx, "lce_zgrad", l->dt, vec, &l->zwg, &l->grad);
+}
+
+/* lce_stats and lce_grad at one work-group size (the smaller either can run), lce_zgrad for
+   token chunks, and lce_dbias from the same program. */
 static clkit_status lce_kernels(clkit_context *ctx, lce *l)
 {
     bool grads = l->dx || l->dw || l->db;
@@ -508,9 +532,11 @@ static clkit_status lce_kernels(clkit_context *ctx, lce *l)
         if (s || wg == l->wg) break;
         l->wg = wg;
     }
+    if (!s && l->tokens) s = zgrad_kernel(ctx, l);
     char opts[128];
     rows_options(ctx, l->dt, 1, l->wg, opts, sizeof opts);
-    if (!s && l->dw_splits > 1) s = clkit_get_kernel(ctx, "cross_entropy.cl", "lce_dw_sum", opts, &l->dw_sum);
+    if (!s && (l->dw_splits > 1 || l->dx_splits > 1))
+        s = clkit_get_kernel(ctx, "cross_entropy.cl", "lce_split_sum", opts, &l->split_sum);
     if (s || !l->db) return s;
     if ((s = clkit_get_kernel(ctx, "cross_entropy.cl", "lce_dbias", opts, &l->dbias))) return s;
     if (clkit_kernel_wg_limit(ctx, l->dbias) < DB_COLS * DB_ROWS)
@@ -568,23 +594,42 @@ static clkit_status chunk_grad(clkit_context *ctx, const lce *l, int64_t v0, int
     return s ? s : launch_rows(ctx, l->grad, l->wg, c->t);
 }
 
-static clkit_status chunk_dbias(clkit_context *ctx, const lce *l, cl_mem sbuf, int64_t v0,
-                                int64_t n)
+/* Column sums of n_rows rows of the gradient into dbias entries [v0, v0 + n), through the f32
+   sums of the token chunks before (first: none) when there are several (last: the total). */
+static clkit_status chunk_dbias(clkit_context *ctx, const lce *l, cl_mem sbuf, int64_t n_rows,
+                                int64_t v0, int64_t n, int first, int last)
 {
-    cl_long lds = l->lds, n_rows = l->c.t, nn = n, stride = l->db->strides[0];
+    cl_long lds = l->lds, rows = n_rows, nn = n, stride = l->db->strides[0];
     cl_long off = (cl_long)(l->db->offset / clkit_dtype_size(l->dt)) + v0 * stride;
-    clkit_status s = clkit_set_args(ctx, l->dbias, 7, sizeof(cl_mem), &sbuf, sizeof lds, &lds,
-                                    sizeof n_rows, &n_rows, sizeof nn, &nn, sizeof(cl_mem),
-                                    &l->db->buffer, sizeof off, &off, sizeof stride, &stride);
+    clkit_status s = clkit_set_args(ctx, l->dbias, 10, sizeof(cl_mem), &sbuf, sizeof lds, &lds,
+                                    sizeof rows, &rows, sizeof nn, &nn, sizeof(cl_mem),
+                                    &l->bacc.buf, sizeof first, &first, sizeof last, &last,
+                                    sizeof(cl_mem), &l->db->buffer, sizeof off, &off,
+                                    sizeof stride, &stride);
     size_t global[2] = {(size_t)round_up(n, DB_COLS), DB_ROWS}, local[2] = {DB_COLS, DB_ROWS};
     return s ? s : clkit_launch(ctx, l->dbias, 2, global, local);
 }
 
+/* out (n x d, 16-bit or f32) = the sum of `splits` f32 (n x d) partial products in l->part. */
+static clkit_status split_sum(clkit_context *ctx, const lce *l, int splits, const clkit_tensor *out)
+{
+    cl_long nn = out->shape[0], dd = out->shape[1], s0 = out->strides[0], s1 = out->strides[1];
+    cl_long off = (cl_long)(out->offset / clkit_dtype_size(out->dtype));
+    cl_int sp = splits;
+    clkit_status s = clkit_set_args(ctx, l->split_sum, 8, sizeof(cl_mem), &l->part.buf, sizeof nn, &nn,
+                                    sizeof dd, &dd, sizeof sp, &sp, sizeof(cl_mem), &out->buffer,
+                                    sizeof off, &off, sizeof s0, &s0, sizeof s1, &s1);
+    if (s) return s;
+    size_t wg = clkit_stream_wg(&ctx->props, clkit_kernel_wg_limit(ctx, l->split_sum));
+    size_t global = clkit_stream_groups(&ctx->props, (uint64_t)(nn * dd), wg) * wg;
+    return clkit_launch(ctx, l->split_sum, 1, &global, &wg);
+}
+
 /* dweight rows [v0, v0 + n) = g^T x over all tokens. Split in dw_splits token slices, the
-   slices' products land in f32 scratch as one batched GEMM and lce_dw_sum adds them. */
+   slices' products land in f32 scratch as one batched GEMM and lce_split_sum adds them. */
 static clkit_status chunk_dweight(clkit_context *ctx, const lce *l, cl_mem sbuf, int64_t v0, int64_t n)
 {
-    clkit_tensor dw = vocab_rows(l->dw, v0, n, false);
+    clkit_tensor dw = row_slice(l->dw, v0, n, false);
     clkit_tensor gt = matrix(sbuf, l->dt, 0, n, l->c.t, 1, l->lds);
     if (l->dw_splits == 1) return clkit_matmul(ctx, &gt, l->x, &dw, NULL);
     int64_t slice = l->c.t / l->dw_splits, d = l->d;
@@ -596,17 +641,7 @@ static clkit_status chunk_dweight(clkit_context *ctx, const lce *l, cl_mem sbuf,
     x3.strides[0] = slice * l->x->strides[0], x3.strides[1] = l->x->strides[0], x3.strides[2] = l->x->strides[1];
     clkit_tensor p3 = clkit_tensor_contiguous(l->part.buf, CLKIT_F32, 3, ps);
     clkit_status s = clkit_matmul(ctx, &g3, &x3, &p3, NULL);
-    if (s) return s;
-    cl_long nn = n, dd = d, off = (cl_long)(dw.offset / clkit_dtype_size(l->dt)), s0 = dw.strides[0],
-            s1 = dw.strides[1];
-    cl_int splits = l->dw_splits;
-    if ((s = clkit_set_args(ctx, l->dw_sum, 8, sizeof(cl_mem), &l->part.buf, sizeof nn, &nn, sizeof dd,
-                            &dd, sizeof splits, &splits, sizeof(cl_mem), &dw.buffer, sizeof off, &off,
-                            sizeof s0, &s0, sizeof s1, &s1)))
-        return s;
-    size_t wg = clkit_stream_wg(&ctx->props, clkit_kernel_wg_limit(ctx, l->dw_sum));
-    size_t global = clkit_stream_groups(&ctx->props, (uint64_t)(n * d), wg) * wg;
-    return clkit_launch(ctx, l->dw_sum, 1, &global, &wg);
+    return s ? s : split_sum(ctx, l, l->dw_splits, &dw);
 }
 
 /* The chunk's share of every gradient from its dloss/dz g (in s, or z for f32): dweight rows
@@ -618,10 +653,10 @@ static clkit_status chunk_consume(clkit_context *ctx, const lce *l, int64_t v0, 
     cl_mem sbuf = l->s.buf ? l->s.buf : l->z.buf;
     clkit_tensor g = matrix(sbuf, l->dt, 0, l->c.t, n, l->lds, 1);
     if (l->dw && (s = chunk_dweight(ctx, l, sbuf, v0, n))) return s;
-    if (l->db && (s = chunk_dbias(ctx, l, sbuf, v0, n))) return s;
+    if (l->db && (s = chunk_dbias(ctx, l, sbuf, l->c.t, v0, n, 1, 1))) return s;
     if (!l->dx) return CLKIT_OK;
     clkit_tensor acc = l->acc.buf ? matrix(l->acc.buf, CLKIT_F32, 0, l->c.t, l->d, l->d, 1) : *l->dx;
-    clkit_tensor w = vocab_rows(l->w, v0, n, false);
+    clkit_tensor w = row_slice(l->w, v0, n, false);
     clkit_matmul_options mo = clkit_matmul_defaults();
     mo.beta = first ? 0.0f : 1.0f;
     return clkit_matmul(ctx, &g, &w, &acc, &mo);
@@ -641,43 +676,48 @@ static const int fused_tiles[][7] = {
 };
 #define NFUSED ((int)(sizeof fused_tiles / sizeof *fused_tiles))
 
+/* The token chunks' logits GEMM on wgmma (where it builds; else fused_tiles' first): its K = D
+   is short there, and a ring that lets two work-groups share a compute unit overlaps one's
+   epilogue with the other's k loop. H200, T 32768, D 384, V 32768, the 14-16 GEMMs of a
+   call: 4.15 ms against 4.93 for 128 x 256 (4 stages), 5.24 for 128 x 256 (3), 4.42 for
+   256 x 128, 5.42 for 128 x 128 (4 stages: one work-group a unit), 5.28 for 64 x 128. */
+static const int token_tile[7] = {128, 128, 64, 8, 1, 3, 1};
+
 static void fused_config(const int *t, char *buf, size_t n)
 {
     snprintf(buf, n, "KERNEL=4,BLOCK_M=%d,BLOCK_N=%d,BLOCK_K=%d,WARPS_M=%d,WARPS_N=%d,STAGES=%d,GROUP_M=8%s",
              t[0], t[1], t[2], t[3], t[4], t[5], t[6] ? ",WGMMA=1" : "");
 }
 
-/* The chunk's product x W[v0 : v0 + n]^T through matmul_mma with a CE epilogue: per-tile
-   states (forward) or dloss/dz into s (backward). Bias and soft-capping are compiled in
-   only when used. */
-static clkit_status fused_gemm(clkit_context *ctx, const lce *l, bool forward, int64_t v0,
-                               int64_t n)
+/* The chunk's product x W[v0 : v0 + n]^T (x: c->t rows) through matmul_mma with the CE
+   epilogue epi: per-tile states ("STATS"; "STATS -D CE_STORE" also keeps the logits in s) or
+   dloss/dz into s ("GRAD"). Bias and soft-capping are compiled in only when used. */
+static clkit_status fused_gemm(clkit_context *ctx, const lce *l, const ce_common *c,
+                               const clkit_tensor *x, const char *epi, int64_t v0, int64_t n)
 {
-    const ce_common *c = &l->c;
     bias_args b = make_bias_args(l->bias);
     cl_long v0l = v0, slots = l->slots, v = c->v;
     float cap = c->o.softcap, smoothing = c->o.label_smoothing, zs = c->o.z_loss_scale;
     float scale = c->grad_scale;
-    char define[64], config[160];
-    snprintf(define, sizeof define, "-D EPI_CE_%s%s%s", forward ? "STATS" : "GRAD",
-             l->bias ? " -D CE_BIAS" : "", cap > 0.0f ? " -D CE_CAP" : "");
+    char define[80], config[160];
+    snprintf(define, sizeof define, "-D EPI_CE_%s%s%s", epi, l->bias ? " -D CE_BIAS" : "",
+             cap > 0.0f ? " -D CE_CAP" : "");
     clkit_matmul_epilogue e = {define, 15,
         {sizeof(cl_mem), sizeof b.off, sizeof b.stride, sizeof(cl_mem), sizeof v0l, sizeof cap,
          sizeof(cl_mem), sizeof(cl_mem), sizeof(cl_mem), sizeof slots, sizeof(cl_mem),
          sizeof smoothing, sizeof zs, sizeof scale, sizeof v},
         {&b.buf, &b.off, &b.stride, &c->tgt.buf, &v0l, &cap, &l->ms.buf, &l->sz.buf, &l->zt.buf,
          &slots, &l->state.buf, &smoothing, &zs, &scale, &v}};
-    clkit_tensor wt = vocab_rows(l->w, v0, n, true);
+    clkit_tensor wt = row_slice(l->w, v0, n, true);
     clkit_tensor g = matrix(l->s.buf, l->dt, 0, c->t, n, l->lds, 1);
-    fused_config(fused_tiles[l->tile], config, sizeof config);
+    fused_config(l->gemm, config, sizeof config);
     clkit_matmul_options mo = clkit_matmul_defaults();
     mo.config = config;
-    return clkit_matmul_epilogue_run(ctx, l->x, &wt, &g, &mo, &e);
+    return clkit_matmul_epilogue_run(ctx, x, &wt, &g, &mo, &e);
 }
 
-static clkit_status fused_merge(clkit_context *ctx, const lce *l)
+static clkit_status fused_merge(clkit_context *ctx, const lce *l, const ce_common *c)
 {
-    const ce_common *c = &l->c;
     cl_mem sz = l->sz.buf;
     cl_long tiles = l->slots, n_rows = c->t, v = c->v;
     float smoothing = c->o.label_smoothing, zs = c->o.z_loss_scale;
@@ -704,14 +744,117 @@ static int dw_splits(const struct clkit_device_props *p, int64_t t, int64_t chun
     return splits;
 }
 
-/* Fused, the chunk gradient in the storage dtype is all the chunk scratch (the forward's
-   epilogue only needs its shape); the tile's per-row states take T x slots x 8 bytes (12 with
-   label smoothing). */
+/* Forward: the chunks' logits folded into per-row states; mean and sum reduced. */
+static clkit_status lce_forward(clkit_context *ctx, lce *l, const clkit_tensor *loss)
+{
+    clkit_status s;
+    for (int64_t i = 0; i < l->nchunks; i++) {
+        int64_t v0 = i * l->chunk, n = l->c.v - v0 < l->chunk ? l->c.v - v0 : l->chunk;
+        if (l->fused) s = fused_gemm(ctx, l, &l->c, l->x, "STATS", v0, n);
+        else if (!(s = chunk_logits(ctx, l, v0, n)))
+            s = chunk_stats(ctx, l, v0, n, i == 0, i == l->nchunks - 1);
+        if (s) return s;
+    }
+    if (l->fused && (s = fused_merge(ctx, l, &l->c))) return s;
+    return reduce_tokens(ctx, loss, &l->c);
+}
+
+/* Backward, in reverse so that unfused the last chunk's logits still in scratch serve. */
+static clkit_status lce_backward(clkit_context *ctx, lce *l)
+{
+    clkit_status s;
+    for (int64_t i = l->nchunks - 1; i >= 0; i--) {
+        int64_t v0 = i * l->chunk, n = l->c.v - v0 < l->chunk ? l->c.v - v0 : l->chunk;
+        bool last = i == l->nchunks - 1;
+        if (l->fused) s = fused_gemm(ctx, l, &l->c, l->x, "GRAD", v0, n);
+        else if (!(s = last ? CLKIT_OK : chunk_logits(ctx, l, v0, n)))
+            s = chunk_grad(ctx, l, v0, n);
+        if (s || (s = chunk_consume(ctx, l, v0, n, last))) return s;
+    }
+    if (!l->acc.buf) return CLKIT_OK;
+    clkit_tensor acc = matrix(l->acc.buf, CLKIT_F32, 0, l->c.t, l->d, l->d, 1);
+    return clkit_copy(ctx, &acc, l->dx);
+}
+
+/* ---- fused, by token chunks: the logits kept for the backward ---- */
+
+#define TOKEN_MIN 1024 /* fewer rows a chunk: the vocabulary chunks instead (the dweight sums
+                          would be read and written too often) */
+
+/* Rows per token chunk, 0 where the vocabulary chunks serve: fused only, with gradients asked
+   for; $CLKIT_LCE_TOKENS when set to a positive count ($CLKIT_LCE_CHUNK alone forces the
+   vocabulary chunks); else the most rows whose logits, per-tile states and targets fit seven
+   eighths of the fused budget beside the f32 dweight and dbias sums, a multiple of 128 and
+   at least TOKEN_MIN (or all T), evened out over the chunks. The last eighth is for dx_splits'
+   partials. */
+static int64_t token_rows(const struct clkit_device_props *p, const lce *l)
+{
+    if (!l->fused || !(l->dx || l->dw || l->db)) return 0;
+    const char *env = getenv("CLKIT_LCE_TOKENS");
+    int64_t given = env ? atoll(env) : 0, t = l->c.t, v = l->c.v;
+    if (given > 0) return given < t ? given : t;
+    if (getenv("CLKIT_LCE_CHUNK")) return 0;
+    uint64_t fixed = (l->dw ? (uint64_t)v * (uint64_t)l->d * 4 : 0) + (l->db ? (uint64_t)v * 4 : 0);
+    uint64_t budget = LCE_FUSED_BUDGET / 8 * 7, zrow = (uint64_t)round_up(v, 8) * clkit_dtype_size(l->dt);
+    if (fixed >= budget) return 0;
+    uint64_t per_row = zrow + (uint64_t)l->slots * (l->c.o.label_smoothing > 0.0f ? 12 : 8) + 16 + 4 + 4;
+    uint64_t rows = (budget - fixed) / per_row;
+    if (rows > p->max_alloc / zrow) rows = p->max_alloc / zrow;
+    if (rows >= (uint64_t)t) return t;
+    rows = rows / 128 * 128;
+    if (rows < TOKEN_MIN) return 0;
+    int64_t chunks = (t + (int64_t)rows - 1) / (int64_t)rows;
+    return round_up((t + chunks - 1) / chunks, 128);
+}
+
+/* Vocabulary slices of a token chunk's dx GEMM (M = rows, N = D, K = V): doubled while its
+   128 x 128 tile grid gives less than a wave, each slice keeps at least 2048 entries, V
+   divides evenly and the f32 partials stay within the budget's last eighth. */
+static int dx_splits(const struct clkit_device_props *p, int64_t rows, int64_t d, int64_t v)
+{
+    uint64_t tiles = (uint64_t)((rows + 127) / 128) * (uint64_t)((d + 127) / 128);
+    int splits = 1;
+    while (splits < 8 && v % (2 * splits) == 0 && v / (2 * splits) >= 2048 &&
+           tiles * (uint64_t)splits < p->compute_units &&
+           (uint64_t)(2 * splits) * (uint64_t)rows * (uint64_t)d * 4 <= LCE_FUSED_BUDGET / 8)
+        splits *= 2;
+    return splits;
+}
+
+/* Per token chunk: the logits in the storage dtype (s), per-row states, per-tile states,
+   target logits and targets; once: the f32 dweight and dbias sums and dx's split partials. */
+static clkit_status token_scratch(clkit_context *ctx, lce *l)
+{
+    size_t rows = (size_t)l->tokens, slots = (size_t)l->slots, v = (size_t)l->c.v;
+    l->lds = round_up(l->c.v, 8);
+    l->dx_splits = l->dx ? dx_splits(&ctx->props, l->tokens, l->d, l->c.v) : 1;
+    clkit_status s;
+    if ((s = scratch_get(ctx, rows * 4 * sizeof(float), &l->state)) ||
+        (s = scratch_get(ctx, rows * (size_t)l->lds * clkit_dtype_size(l->dt), &l->s)) ||
+        (s = scratch_get(ctx, rows * slots * 2 * sizeof(float), &l->ms)) ||
+        (s = scratch_get(ctx, rows * sizeof(float), &l->zt)) ||
+        (s = scratch_get(ctx, rows * sizeof(cl_int), &l->tgt)) ||
+        (l->c.o.label_smoothing > 0.0f && (s = scratch_get(ctx, rows * slots * sizeof(float), &l->sz))) ||
+        (l->dw && (s = scratch_get(ctx, v * (size_t)l->d * sizeof(float), &l->wacc))) ||
+        (l->db && (s = scratch_get(ctx, v * sizeof(float), &l->bacc))))
+        return s;
+    if (l->dx_splits > 1)
+        s = scratch_get(ctx, (size_t)l->dx_splits * rows * (size_t)l->d * sizeof(float), &l->part);
+    return s;
+}
+
+/* Token chunks where token_rows allows. Else, fused, the chunk gradient in the storage dtype
+   is all the chunk scratch (the forward's epilogue only needs its shape); the tile's per-row
+   states take T x slots x 8 bytes (12 with label smoothing). */
 static clkit_status lce_scratch(clkit_context *ctx, lce *l)
 {
     size_t es = clkit_dtype_size(l->dt), t = (size_t)l->c.t;
     bool grads = l->dx || l->dw || l->db, s16 = l->fused || (grads && l->dt != CLKIT_F32);
-    l->slots = (int)((l->c.v + fused_tiles[l->tile][1] - 1) / fused_tiles[l->tile][1]);
+    l->gemm = l->token_tile_ok ? token_tile : fused_tiles[l->tile];
+    l->slots = (int)((l->c.v + l->gemm[1] - 1) / l->gemm[1]);
+    if ((l->tokens = token_rows(&ctx->props, l))) return token_scratch(ctx, l);
+    l->gemm = fused_tiles[l->tile];
+    l->slots = (int)((l->c.v + l->gemm[1] - 1) / l->gemm[1]);
     size_t slots = (size_t)l->slots;
     size_t acc = l->dx && l->dx->dtype != CLKIT_F32 ? t * (size_t)l->d * sizeof(float) : 0;
     size_t fixed = acc + t * slots * (l->c.o.label_smoothing > 0.0f ? 12 : 8);
@@ -737,36 +880,83 @@ static clkit_status lce_scratch(clkit_context *ctx, lce *l)
     return s;
 }
 
-/* Forward: the chunks' logits folded into per-row states; mean and sum reduced. */
-static clkit_status lce_forward(clkit_context *ctx, lce *l, const clkit_tensor *loss)
+/* The token chunk's rows [t0, t0 + rows): its targets (copied to l->tgt), losses and
+   z-losses, as a ce_common of its own. */
+static clkit_status token_slice(clkit_context *ctx, const lce *l, int64_t t0, int64_t rows,
+                                ce_common *c)
 {
-    clkit_status s;
-    for (int64_t i = 0; i < l->nchunks; i++) {
-        int64_t v0 = i * l->chunk, n = l->c.v - v0 < l->chunk ? l->c.v - v0 : l->chunk;
-        if (l->fused) s = fused_gemm(ctx, l, true, v0, n);
-        else if (!(s = chunk_logits(ctx, l, v0, n)))
-            s = chunk_stats(ctx, l, v0, n, i == 0, i == l->nchunks - 1);
-        if (s) return s;
-    }
-    if (l->fused && (s = fused_merge(ctx, l))) return s;
-    return reduce_tokens(ctx, loss, &l->c);
+    *c = l->c;
+    c->t = rows, c->tgt = l->tgt;
+    c->l_off += t0 * c->l_stride, c->z_off += t0 * c->z_stride;
+    clkit_tensor from = clkit_tensor_contiguous(l->c.tgt.buf, CLKIT_I32, 1, &rows);
+    clkit_tensor to = clkit_tensor_contiguous(l->tgt.buf, CLKIT_I32, 1, &rows);
+    from.offset = (size_t)t0 * sizeof(cl_int);
+    return clkit_copy(ctx, &from, &to);
 }
 
-/* Backward, in reverse so that unfused the last chunk's logits still in scratch serve. */
-static clkit_status lce_backward(clkit_context *ctx, lce *l)
+static clkit_status token_grad(clkit_context *ctx, const lce *l, const ce_common *c)
+{
+    cl_long ldz = l->lds, v = c->v, n_rows = c->t;
+    float smoothing = c->o.label_smoothing, cap = c->o.softcap, zs = c->o.z_loss_scale;
+    float scale = c->grad_scale;
+    clkit_status s = clkit_set_args(
+        ctx, l->grad, 10, sizeof(cl_mem), &l->s.buf, sizeof ldz, &ldz, sizeof v, &v,
+        sizeof(cl_mem), &c->tgt.buf, sizeof n_rows, &n_rows, sizeof smoothing, &smoothing,
+        sizeof cap, &cap, sizeof zs, &zs, sizeof scale, &scale, sizeof(cl_mem), &l->state.buf);
+    return s ? s : launch_rows(ctx, l->grad, l->zwg, c->t);
+}
+
+/* dx rows [t0, t0 + rows) = g W, over dx_splits vocabulary slices as one batched GEMM into
+   f32 partials when its tile grid is small. */
+static clkit_status token_dx(clkit_context *ctx, const lce *l, int64_t t0, int64_t rows)
+{
+    clkit_tensor dx = row_slice(l->dx, t0, rows, false);
+    clkit_tensor g = matrix(l->s.buf, l->dt, 0, rows, l->c.v, l->lds, 1);
+    int splits = l->dx_splits;
+    if (splits == 1) return clkit_matmul(ctx, &g, l->w, &dx, NULL);
+    int64_t slice = l->c.v / splits, d = l->d;
+    int64_t gs[3] = {splits, rows, slice}, ws[3] = {splits, slice, d}, ps[3] = {splits, rows, d};
+    clkit_tensor g3 = clkit_tensor_contiguous(l->s.buf, l->dt, 3, gs);
+    g3.strides[0] = slice, g3.strides[1] = l->lds, g3.strides[2] = 1;
+    clkit_tensor w3 = clkit_tensor_contiguous(l->w->buffer, l->dt, 3, ws);
+    w3.offset = l->w->offset;
+    w3.strides[0] = slice * l->w->strides[0], w3.strides[1] = l->w->strides[0], w3.strides[2] = l->w->strides[1];
+    clkit_tensor p3 = clkit_tensor_contiguous(l->part.buf, CLKIT_F32, 3, ps);
+    clkit_status s = clkit_matmul(ctx, &g3, &w3, &p3, NULL);
+    return s ? s : split_sum(ctx, l, splits, &dx);
+}
+
+/* dweight's f32 sums += g^T x[t0 : t0 + rows] (the first chunk starts them). */
+static clkit_status token_dw(clkit_context *ctx, const lce *l, int64_t t0, int64_t rows)
+{
+    clkit_tensor gt = matrix(l->s.buf, l->dt, 0, l->c.v, rows, 1, l->lds);
+    clkit_tensor xr = row_slice(l->x, t0, rows, false);
+    clkit_tensor acc = matrix(l->wacc.buf, CLKIT_F32, 0, l->c.v, l->d, l->d, 1);
+    clkit_matmul_options mo = clkit_matmul_defaults();
+    mo.beta = t0 ? 1.0f : 0.0f;
+    return clkit_matmul(ctx, &gt, &xr, &acc, &mo);
+}
+
+/* Forward and backward a token chunk at a time: its logits kept (CE_STORE), merged into
+   losses and lse, turned into dloss/dz in place, consumed by dx, dweight and dbias. */
+static clkit_status lce_tokens(clkit_context *ctx, lce *l, const clkit_tensor *loss)
 {
     clkit_status s;
-    for (int64_t i = l->nchunks - 1; i >= 0; i--) {
-        int64_t v0 = i * l->chunk, n = l->c.v - v0 < l->chunk ? l->c.v - v0 : l->chunk;
-        bool last = i == l->nchunks - 1;
-        if (l->fused) s = fused_gemm(ctx, l, false, v0, n);
-        else if (!(s = last ? CLKIT_OK : chunk_logits(ctx, l, v0, n)))
-            s = chunk_grad(ctx, l, v0, n);
-        if (s || (s = chunk_consume(ctx, l, v0, n, last))) return s;
+    int64_t t = l->c.t, v = l->c.v;
+    for (int64_t t0 = 0; t0 < t; t0 += l->tokens) {
+        int64_t rows = t - t0 < l->tokens ? t - t0 : l->tokens;
+        clkit_tensor xr = row_slice(l->x, t0, rows, false);
+        ce_common c;
+        if ((s = token_slice(ctx, l, t0, rows, &c)) ||
+            (s = fused_gemm(ctx, l, &c, &xr, "STATS -D CE_STORE", 0, v)) ||
+            (s = fused_merge(ctx, l, &c)) || (s = token_grad(ctx, l, &c)) ||
+            (l->dx && (s = token_dx(ctx, l, t0, rows))) || (l->dw && (s = token_dw(ctx, l, t0, rows))) ||
+            (l->db && (s = chunk_dbias(ctx, l, l->s.buf, rows, 0, v, t0 == 0, t0 + rows == t))))
+            return s;
     }
-    if (!l->acc.buf) return CLKIT_OK;
-    clkit_tensor acc = matrix(l->acc.buf, CLKIT_F32, 0, l->c.t, l->d, l->d, 1);
-    return clkit_copy(ctx, &acc, l->dx);
+    if ((s = reduce_tokens(ctx, loss, &l->c)) || !l->dw) return s;
+    clkit_tensor acc = matrix(l->wacc.buf, CLKIT_F32, 0, v, l->d, l->d, 1);
+    return clkit_copy(ctx, &acc, l->dw);
 }
 
 static clkit_status run_linear(clkit_context *ctx, lce *l, const clkit_tensor *targets,
@@ -776,6 +966,12 @@ static clkit_status run_linear(clkit_context *ctx, lce *l, const clkit_tensor *t
     if ((s = prepare_common(ctx, targets, loss, &l->c)) || (s = lce_scratch(ctx, l)) ||
         (s = lce_kernels(ctx, l)))
         return s;
+    if (l->tokens) {
+        clkit_log(CLKIT_LOG_DEBUG, "linear_cross_entropy T %lld D %lld V %lld %s: token chunks of %lld, "
+                  "dx in %d vocabulary slices", (long long)l->c.t, (long long)l->d, (long long)l->c.v,
+                  clkit_dtype_name(l->dt), (long long)l->tokens, l->dx_splits);
+        return lce_tokens(ctx, l, loss);
+    }
     clkit_log(CLKIT_LOG_DEBUG, "linear_cross_entropy T %lld D %lld V %lld %s: %lld chunks of %lld, wg %zu, "
               "dweight in %d token slices, %s", (long long)l->c.t, (long long)l->d, (long long)l->c.v,
               clkit_dtype_name(l->dt), (long long)l->nchunks, (long long)l->chunk, l->wg, l->dw_splits,
@@ -784,15 +980,19 @@ static clkit_status run_linear(clkit_context *ctx, lce *l, const clkit_tensor *t
     return lce_backward(ctx, l);
 }
 
+static bool tile_legal(const clkit_context *ctx, clkit_dtype dt, const int *t)
+{
+    char config[160];
+    fused_config(t, config, sizeof config);
+    return clkit_matmul_tile_legal(ctx, dt, config);
+}
+
 /* The first fused tile legal here for 16-bit operands on the tensor cores; -1: none. */
 static int fused_tile(const clkit_context *ctx, clkit_dtype dt)
 {
     if (dt == CLKIT_F32) return -1;
-    char config[160];
-    for (int i = 0; i < NFUSED; i++) {
-        fused_config(fused_tiles[i], config, sizeof config);
-        if (clkit_matmul_tile_legal(ctx, dt, config)) return i;
-    }
+    for (int i = 0; i < NFUSED; i++)
+        if (tile_legal(ctx, dt, fused_tiles[i])) return i;
     return -1;
 }
 
@@ -856,6 +1056,7 @@ clkit_status clkit_linear_cross_entropy(clkit_context *ctx, const clkit_tensor *
     lce unfused = l; /* validated, nothing allocated yet */
     int tile = fused_tile(ctx, l.dt);
     l.fused = tile >= 0, l.tile = tile >= 0 ? tile : 0;
+    l.token_tile_ok = l.fused && tile_legal(ctx, l.dt, token_tile);
     s = run_linear(ctx, &l, targets, loss);
     release_lce(ctx, &l);
     if (s != CLKIT_ERR_UNSUPPORTED || !l.fused) return s;
