@@ -905,6 +905,15 @@ START_TEST(linear_memory_and_determinism)
     tu_read(ctx, bl, CLKIT_F32, 1, &l2);
     tu_read(ctx, bdw, CLKIT_BF16, (size_t)(v * d), dw2);
     ck_assert_msg(l1 == l2 && memcmp(dw1, dw2, (size_t)(v * d) * sizeof *dw1) == 0, "reruns differ");
+    setenv("CLKIT_LCE_TOKENS", "8", 1); /* token chunks on the tensor cores: two of them */
+    TU_CHECK(clkit_linear_cross_entropy(ctx, &tx, &tw, NULL, &ty, NULL, &tl, &tdx, &tdw, NULL));
+    tu_read(ctx, bl, CLKIT_F32, 1, &l1);
+    tu_read(ctx, bdw, CLKIT_BF16, (size_t)(v * d), dw1);
+    TU_CHECK(clkit_linear_cross_entropy(ctx, &tx, &tw, NULL, &ty, NULL, &tl, &tdx, &tdw, NULL));
+    unsetenv("CLKIT_LCE_TOKENS");
+    tu_read(ctx, bl, CLKIT_F32, 1, &l2);
+    tu_read(ctx, bdw, CLKIT_BF16, (size_t)(v * d), dw2);
+    ck_assert_msg(l1 == l2 && memcmp(dw1, dw2, (size_t)(v * d) * sizeof *dw1) == 0, "token chunks: reruns differ");
     /* Unfused: chunk logits (f32) and gradient (bf16), state, targets, per-token losses, f32
        dx. On the tensor cores the logits stay in the GEMM's epilogue: a 256-column gradient
        chunk (the smallest a fused tile takes), at most 16 per-tile states (8 bytes) and a
