@@ -620,7 +620,9 @@ INLINE void mma_step(const uint af[FRAG_M][4], const uint bf[FRAG_N][2], float a
      capped) in C's 16-bit dtype for lce_zgrad, so that the backward of a token chunk does
      not recompute them; the loss still comes from the f32 accumulators.
    - EPI_CE_GRAD: C = dloss/dz from each row's lse (state[row].x), in C's 16-bit dtype, ready
-     for the weight and input GEMMs. */
+     for the weight and input GEMMs.
+   Where C is written, its rows are the host's scratch: unit columns, a multiple of 8 elements
+   a row, from offset 0 (ce_store_row writes column pairs as one 4-byte store). */
 #define EPI_CE_DECL                                                                         \
     __global const C_T *bias, long bias_off, long bias_stride, __global const int *tgt,     \
         long v0, float cap, __global float2 *ms, __global float *sz, __global float *zt,    \
@@ -663,10 +665,9 @@ INLINE float3 ce_shfl_merge(float3 a, int mask)
     return ce_merge(a, (float3)(nv_shfl_xor(a.x, mask), nv_shfl_xor(a.y, mask), nv_shfl_xor(a.z, mask)));
 }
 
-#if defined(CE_STORE)
-/* A lane's logits of one row, column pairs (n0 + 8 j, + 1) packed in one 4-byte store: the
-   host's logits scratch has unit columns and rows of a multiple of 8 elements from offset 0.
-   Single 2-byte stores took 10 % longer on an H200 (T 2304, D 384, V 32768). */
+/* A lane's values of one row, column pairs (n0 + 8 j, + 1) packed in one 4-byte store: C is
+   the host's logits or gradient scratch, unit columns and rows of a multiple of 8 elements
+   from offset 0. Single 2-byte stores took 10 % longer on an H200 (T 2304, D 384, V 32768). */
 #if defined(MMA_BF16)
 #define CE_PACK nv_pack_bf16x2
 #else
@@ -681,7 +682,17 @@ INLINE void ce_store_row(__global C_T *crow, int n0, int N, const float *z)
         else if (n < N) STORE_C(crow, n, z[j * 2]);
     }
 }
-#endif
+
+/* Where the target y (vocabulary entry) sits among a lane's values j * 2 + e (column n0 + 8 j
+   + e of the tile's N): found once a row, so that each value costs one integer compare, not a
+   64-bit one and a branch; -1 when another lane, tile or chunk holds it or the row is
+   ignored. */
+INLINE int ce_target_slot(int y, long v0, int n0, int N)
+{
+    long c = (long)y - v0 - n0;
+    bool mine = y >= 0 && c >= 0 && c < FRAG_N * 8 && c < N - n0 && c % 8 < 2;
+    return mine ? (int)(c / 8 * 2 + c % 8) : -1;
+}
 
 /* The tile's (m, s, sz) per row: a lane's own columns, then the four lanes of a row by
    shuffles, then the WARPS_N warps of a row through local memory, in a fixed order. */
@@ -694,23 +705,26 @@ INLINE void ce_stats(float acc[FRAG_M][FRAG_N][4], int2 tile, int wm, int wn, in
     for (int i = 0; i < FRAG_M; i++)
         #pragma unroll
         for (int h = 0; h < 2; h++) {
-            int m = m0 + i * 16 + h * 8, y = m < M ? tgt[m] : -1;
-            float z[FRAG_N * 2], mx = -INFINITY, tot = 0.0f;
+            int m = m0 + i * 16 + h * 8, yk = ce_target_slot(m < M ? tgt[m] : -1, v0, n0, N);
+            float z[FRAG_N * 2], mx = -INFINITY, tot = 0.0f, zy = 0.0f;
             #pragma unroll
             for (int j = 0; j < FRAG_N; j++)
                 #pragma unroll
                 for (int e = 0; e < 2; e++) {
-                    int n = n0 + j * 8 + e;
+                    int n = n0 + j * 8 + e, k = j * 2 + e;
                     float zz = n < N ? ce_logit(acc[i][j][h * 2 + e], n, bias, bias_off, bias_stride, v0, cap) : -INFINITY;
-                    if (n < N && v0 + n == y) zt[m] = zz;
-                    z[j * 2 + e] = zz, mx = fmax(mx, zz), tot += n < N ? zz : 0.0f;
+                    zy = k == yk ? zz : zy;
+                    z[k] = zz, mx = fmax(mx, zz), tot += n < N ? zz : 0.0f;
                 }
+            if (yk >= 0) zt[m] = zy;
 #if defined(CE_STORE)
             if (m < M) ce_store_row(C + (long)m * c_sm, n0, N, z);
 #endif
-            float se = 0.0f;
+            /* exp(z - mx) as exp2(z log2e - mx log2e): one fma a value; z = -inf gives 0, and
+               so does every value of a row that saw only -inf (mx log2e taken as 0). */
+            float se = 0.0f, ml = mx == -INFINITY ? 0.0f : mx * M_LOG2E_F;
             #pragma unroll
-            for (int k = 0; k < FRAG_N * 2; k++) se += ce_exp(z[k], mx);
+            for (int k = 0; k < FRAG_N * 2; k++) se += nv_exp2(fma(z[k], M_LOG2E_F, -ml));
             float3 st = ce_shfl_merge(ce_shfl_merge((float3)(mx, se, tot), 1), 2);
             if (lane % 4 == 0) red[(wn / WARP_N) * BLOCK_M + m - tile.x * BLOCK_M] = (float4)(st, 0.0f);
         }
@@ -727,29 +741,28 @@ INLINE void ce_stats(float acc[FRAG_M][FRAG_N][4], int2 tile, int wm, int wn, in
 }
 
 /* dloss/dz of one accumulator row of the warp (h: its upper or lower 8 rows) into C. */
-INLINE void ce_grad_row(float acc[FRAG_N][4], int h, __global C_T *crow, long c_sn, int m, int n0,
-                        int N, EPI_CE_DECL)
+INLINE void ce_grad_row(float acc[FRAG_N][4], int h, __global C_T *crow, int m, int n0, int N,
+                        EPI_CE_DECL)
 {
-    int y = tgt[m];
-    float lse = state[m].x;
+    int y = tgt[m], yk = ce_target_slot(y, v0, n0, N);
+    float lse = state[m].x, g[FRAG_N * 2];
     float p = grad_scale * (1.0f + 2.0f * z_scale * lse), base = grad_scale * smoothing / (float)v;
-    float hit = grad_scale * (1.0f - smoothing);
+    float hit = grad_scale * (1.0f - smoothing), ll = lse * M_LOG2E_F;
     #pragma unroll
     for (int j = 0; j < FRAG_N; j++)
         #pragma unroll
         for (int e = 0; e < 2; e++) {
-            int n = n0 + j * 8 + e;
-            if (n >= N) continue;
-            float g = 0.0f;
-            if (y >= 0) {
+            int n = n0 + j * 8 + e, k = j * 2 + e;
+            g[k] = 0.0f;
+            if (y >= 0 && n < N) { /* an ignored row's lse was never written */
                 float z = ce_logit(acc[j][h * 2 + e], n, bias, bias_off, bias_stride, v0, cap);
-                g = p * nv_exp2((z - lse) * M_LOG2E_F) - base - (v0 + n == y ? hit : 0.0f);
+                g[k] = p * nv_exp2(fma(z, M_LOG2E_F, -ll)) - base - (k == yk ? hit : 0.0f);
 #if defined(CE_CAP)
-                g *= 1.0f - (z / cap) * (z / cap);
+                g[k] *= 1.0f - (z / cap) * (z / cap);
 #endif
             }
-            STORE_C(crow, n * c_sn, g);
         }
+    ce_store_row(crow, n0, N, g);
 }
 #else
 #define EPI_PARAMS
@@ -934,7 +947,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void matmul_mma(OPE
             int m = m0 + i * 16 + h * 8;
             if (m >= M) continue;
 #if defined(EPI_CE_GRAD)
-            ce_grad_row(acc[i], h, C + (long)m * c_sm, c_sn, m, n0, N, EPI_CE_ARGS);
+            ce_grad_row(acc[i], h, C + (long)m * c_sm, m, n0, N, EPI_CE_ARGS);
 #else
             #pragma unroll
             for (int j = 0; j < FRAG_N; j++)
