@@ -872,14 +872,37 @@ START_TEST(linear_token_chunks)
 }
 END_TEST
 
-/* Chunked, the scratch stays far below the (T, V) logits; reruns are bitwise equal. */
+typedef struct lce_rerun {
+    clkit_tensor x, w, y, loss, dx, dw;
+    cl_mem bl, bdw;
+    size_t n;         /* dweight's elements */
+    double *dw1, *dw2; /* room for them */
+} lce_rerun;
+
+/* Two calls with $env set to value: their losses and dweights must be bitwise equal. */
+static void rerun_equal(clkit_context *ctx, const lce_rerun *r, const char *env, const char *value)
+{
+    double l[2], *dw[2] = {r->dw1, r->dw2};
+    setenv(env, value, 1);
+    for (int i = 0; i < 2; i++) {
+        TU_CHECK(clkit_linear_cross_entropy(ctx, &r->x, &r->w, NULL, &r->y, NULL, &r->loss, &r->dx, &r->dw, NULL));
+        tu_read(ctx, r->bl, CLKIT_F32, 1, &l[i]);
+        tu_read(ctx, r->bdw, CLKIT_BF16, r->n, dw[i]);
+    }
+    unsetenv(env);
+    ck_assert_msg(l[0] == l[1] && memcmp(r->dw1, r->dw2, r->n * sizeof *r->dw1) == 0,
+                  "%s=%s: reruns differ", env, value);
+}
+
+/* Chunked, the scratch stays far below the (T, V) logits; reruns are bitwise equal, on
+   vocabulary chunks and (tensor cores) on token chunks. */
 START_TEST(linear_memory_and_determinism)
 {
     clkit_context *ctx = tu_ctx();
     int64_t t = 16, d = 8, v = 1000, one = 1, wshape[2] = {v, d}, xshape[2] = {t, d};
     double *x = malloc((size_t)(t * d) * sizeof *x), *w = malloc((size_t)(v * d) * sizeof *w);
     double *dw1 = malloc((size_t)(v * d) * sizeof *dw1), *dw2 = malloc((size_t)(v * d) * sizeof *dw2);
-    double yd[16], l1, l2;
+    double yd[16];
     int64_t y[16];
     tu_fill_random(x, (size_t)(t * d), CLKIT_BF16, -1, 1, 1);
     tu_fill_random(w, (size_t)(v * d), CLKIT_BF16, -1, 1, 2);
@@ -894,26 +917,11 @@ START_TEST(linear_memory_and_determinism)
     clkit_tensor tl = clkit_tensor_contiguous(bl, CLKIT_F32, 1, &one);
     clkit_tensor tdx = clkit_tensor_contiguous(bdx, CLKIT_BF16, 2, xshape);
     clkit_tensor tdw = clkit_tensor_contiguous(bdw, CLKIT_BF16, 2, wshape);
-    setenv("CLKIT_LCE_CHUNK", "128", 1);
+    lce_rerun r = {tx, tw, ty, tl, tdx, tdw, bl, bdw, (size_t)(v * d), dw1, dw2};
     clkit_scratch_peak(ctx, 1);
-    TU_CHECK(clkit_linear_cross_entropy(ctx, &tx, &tw, NULL, &ty, NULL, &tl, &tdx, &tdw, NULL));
+    rerun_equal(ctx, &r, "CLKIT_LCE_CHUNK", "128");
     uint64_t peak = clkit_scratch_peak(ctx, 1);
-    tu_read(ctx, bl, CLKIT_F32, 1, &l1);
-    tu_read(ctx, bdw, CLKIT_BF16, (size_t)(v * d), dw1);
-    TU_CHECK(clkit_linear_cross_entropy(ctx, &tx, &tw, NULL, &ty, NULL, &tl, &tdx, &tdw, NULL));
-    unsetenv("CLKIT_LCE_CHUNK");
-    tu_read(ctx, bl, CLKIT_F32, 1, &l2);
-    tu_read(ctx, bdw, CLKIT_BF16, (size_t)(v * d), dw2);
-    ck_assert_msg(l1 == l2 && memcmp(dw1, dw2, (size_t)(v * d) * sizeof *dw1) == 0, "reruns differ");
-    setenv("CLKIT_LCE_TOKENS", "8", 1); /* token chunks on the tensor cores: two of them */
-    TU_CHECK(clkit_linear_cross_entropy(ctx, &tx, &tw, NULL, &ty, NULL, &tl, &tdx, &tdw, NULL));
-    tu_read(ctx, bl, CLKIT_F32, 1, &l1);
-    tu_read(ctx, bdw, CLKIT_BF16, (size_t)(v * d), dw1);
-    TU_CHECK(clkit_linear_cross_entropy(ctx, &tx, &tw, NULL, &ty, NULL, &tl, &tdx, &tdw, NULL));
-    unsetenv("CLKIT_LCE_TOKENS");
-    tu_read(ctx, bl, CLKIT_F32, 1, &l2);
-    tu_read(ctx, bdw, CLKIT_BF16, (size_t)(v * d), dw2);
-    ck_assert_msg(l1 == l2 && memcmp(dw1, dw2, (size_t)(v * d) * sizeof *dw1) == 0, "token chunks: reruns differ");
+    rerun_equal(ctx, &r, "CLKIT_LCE_TOKENS", "8"); /* on the tensor cores: two token chunks */
     /* Unfused: chunk logits (f32) and gradient (bf16), state, targets, per-token losses, f32
        dx. On the tensor cores the logits stay in the GEMM's epilogue: a 256-column gradient
        chunk (the smallest a fused tile takes), at most 16 per-tile states (8 bytes) and a
