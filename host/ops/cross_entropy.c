@@ -676,11 +676,11 @@ static const int fused_tiles[][7] = {
 };
 #define NFUSED ((int)(sizeof fused_tiles / sizeof *fused_tiles))
 
-/* The token chunks' logits GEMM on wgmma (where it builds; else fused_tiles' first): its K = D
-   is short there, and a ring that lets two work-groups share a compute unit overlaps one's
-   epilogue with the other's k loop. H200, T 32768, D 384, V 32768, the 14-16 GEMMs of a
-   call: 4.15 ms against 4.93 for 128 x 256 (4 stages), 5.24 for 128 x 256 (3), 4.42 for
-   256 x 128, 5.42 for 128 x 128 (4 stages: one work-group a unit), 5.28 for 64 x 128. */
+/* The token chunks' logits GEMM on wgmma (where it builds; else fused_tiles' first): K = D is
+   short there and the epilogue, which also stores the logits, weighs most; measured on an
+   H200 (T 32768, D 384, V 32768, the 14-16 GEMMs of a call): 4.15 ms against 4.93 for
+   128 x 256 (4 stages), 5.24 for 128 x 256 (3), 4.42 for 256 x 128, 5.42 for 128 x 128 at
+   4 stages, 5.28 for 64 x 128. */
 static const int token_tile[7] = {128, 128, 64, 8, 1, 3, 1};
 
 static void fused_config(const int *t, char *buf, size_t n)
