@@ -683,6 +683,47 @@ INLINE void ce_store_row(__global C_T *crow, int n0, int N, const float *z)
     }
 }
 
+#if defined(CE_STORE)
+/* CE_STORE stages the tile's logits in the free ring, after ce_stats' reduction space, when
+   they fit (rows padded by 16 bytes so that the eight rows a warp writes at once fall in
+   different banks), then writes whole 16-byte pieces of rows: the lanes' 4-byte pairs went
+   out as partial sectors of eight rows each. */
+#define CE_ROW_WORDS (BLOCK_N / 2 + 4)
+#define CE_RED_BYTES (WARPS_N * BLOCK_M * 16)
+#if CE_RED_BYTES + BLOCK_M * CE_ROW_WORDS * 4 <= STAGES * (A_STAGE_BYTES + B_STAGE_BYTES)
+#define CE_STAGED 1
+#endif
+#endif
+
+#if defined(CE_STAGED)
+/* A lane's values of one row of the tile (row r, columns c0 + 8 j, + 1) into the stage. */
+INLINE void ce_stage_row(__local uint *zs, int r, int c0, const float *z)
+{
+    #pragma unroll
+    for (int j = 0; j < FRAG_N; j++) zs[r * CE_ROW_WORDS + (c0 + j * 8) / 2] = CE_PACK(z[j * 2], z[j * 2 + 1]);
+}
+
+/* The staged tile into C's rows: 16 bytes a work-item at a time, element by element only
+   where a piece crosses N. */
+INLINE void ce_store_tile(__local const uint *zs, __global C_T *C, long c_sm, int2 tile, int M,
+                          int N, int tid)
+{
+    __global ushort *c16 = (__global ushort *)C;
+    for (int i = tid; i < BLOCK_M * (BLOCK_N / 8); i += MMA_WG) {
+        int r = i / (BLOCK_N / 8), q = i % (BLOCK_N / 8);
+        int m = tile.x * BLOCK_M + r, n = tile.y * BLOCK_N + q * 8;
+        if (m >= M || n >= N) continue;
+        __local const uint *src = zs + r * CE_ROW_WORDS + q * 4;
+        __global ushort *dst = c16 + (long)m * c_sm + n;
+        if (n + 8 <= N) {
+            *(__global uint4 *)dst = *(__local const uint4 *)src;
+        } else {
+            for (int k = 0; k < N - n; k++) dst[k] = (ushort)(src[k / 2] >> (16 * (k % 2)));
+        }
+    }
+}
+#endif
+
 /* Where the target y (vocabulary entry) sits among a lane's values j * 2 + e (column n0 + 8 j
    + e of the tile's N): found once a row, so that each value costs one integer compare, not a
    64-bit one and a branch; -1 when another lane, tile or chunk holds it or the row is
@@ -717,7 +758,10 @@ INLINE void ce_stats(float acc[FRAG_M][FRAG_N][4], int2 tile, int wm, int wn, in
                     z[k] = zz, mx = fmax(mx, zz), tot += n < N ? zz : 0.0f;
                 }
             if (yk >= 0) zt[m] = zy;
-#if defined(CE_STORE)
+#if defined(CE_STAGED)
+            ce_stage_row((__local uint *)((__local uchar *)red + CE_RED_BYTES), m - tile.x * BLOCK_M,
+                         n0 - tile.y * BLOCK_N, z);
+#elif defined(CE_STORE)
             if (m < M) ce_store_row(C + (long)m * c_sm, n0, N, z);
 #endif
             /* exp(z - mx) as exp2(z log2e - mx log2e): one fma a value; z = -inf gives 0, and
@@ -729,6 +773,10 @@ INLINE void ce_stats(float acc[FRAG_M][FRAG_N][4], int2 tile, int wm, int wn, in
             if (lane % 4 == 0) red[(wn / WARP_N) * BLOCK_M + m - tile.x * BLOCK_M] = (float4)(st, 0.0f);
         }
     barrier(CLK_LOCAL_MEM_FENCE);
+#if defined(CE_STAGED)
+    ce_store_tile((__local const uint *)((__local const uchar *)red + CE_RED_BYTES), C, c_sm, tile, M,
+                  N, tid);
+#endif
     long slot = (v0 + tile.y * BLOCK_N) / BLOCK_N;
     for (int r = tid; r < BLOCK_M; r += MMA_WG) {
         int m = tile.x * BLOCK_M + r;
