@@ -816,6 +816,87 @@ INLINE void ce_grad_row(float acc[FRAG_N][4], int h, __global C_T *crow, int m, 
 #define EPI_PARAMS
 #endif
 
+#if !defined(EPI_CE_STATS) && !defined(EPI_CE_GRAD)
+/* The plain epilogue goes through the free ring when the tile fits it as f32 rows (padded by
+   8 words, so that the four rows of a half-warp's 8-byte stores fall in distinct banks): then
+   each work-item finishes 16 bytes of a row of C at a time, with vector loads and stores
+   where C's rows are unit-stride and 16-byte aligned, element by element at N's edge or
+   otherwise. Written straight from the fragments, each warp instruction touched parts of
+   eight rows. */
+#define C_ROW (BLOCK_N + 8)
+#if BLOCK_M * C_ROW * 4 <= STAGES * (A_STAGE_BYTES + B_STAGE_BYTES)
+#define C_STAGED 1
+#endif
+#endif
+
+#if defined(C_STAGED)
+#define C_VEC (16 / (int)sizeof(C_T))
+#define PACK2_F32(a, b) 0u
+#define PACK2_F16(a, b) nv_pack_f16x2(a, b)
+#define PACK2_BF16(a, b) nv_pack_bf16x2(a, b)
+#define PACK2_C(a, b) CLKIT_CAT(PACK2_, C_DTYPE)(a, b)
+
+INLINE void stage_acc(__local float *st, float acc[FRAG_M][FRAG_N][4], int r0, int c0)
+{
+    #pragma unroll
+    for (int i = 0; i < FRAG_M; i++)
+        #pragma unroll
+        for (int h = 0; h < 2; h++)
+            #pragma unroll
+            for (int j = 0; j < FRAG_N; j++)
+                *(__local float2 *)(st + (r0 + i * 16 + h * 8) * C_ROW + c0 + j * 8) =
+                    (float2)(acc[i][j][h * 2], acc[i][j][h * 2 + 1]);
+}
+
+/* C_VEC elements of a row of C (16 bytes, aligned) from their staged accumulators: what
+   epilogue() does to each, with one load and one store. */
+INLINE void finish_piece(__global C_T *c, __local const float *s, float alpha, float beta, int act,
+                         float slope)
+{
+    float v[C_VEC];
+    #pragma unroll
+    for (int k = 0; k < C_VEC; k++) v[k] = alpha * s[k];
+    if (beta != 0.0f) {
+        if (sizeof(C_T) == 4) {
+            float4 o = *(__global const float4 *)c;
+            v[0] = fma(beta, o.x, v[0]), v[1] = fma(beta, o.y, v[1]);
+            v[2] = fma(beta, o.z, v[2]), v[3] = fma(beta, o.w, v[3]);
+        } else {
+            #pragma unroll
+            for (int k = 0; k < C_VEC; k++) v[k] = fma(beta, LOAD_C(c, k), v[k]);
+        }
+    }
+    #pragma unroll
+    for (int k = 0; k < C_VEC; k++) {
+        if (act == ACT_RELU) v[k] = fmax(v[k], 0.0f);
+        else if (act == ACT_LEAKY_RELU) v[k] = v[k] >= 0.0f ? v[k] : v[k] * slope;
+    }
+    if (sizeof(C_T) == 4)
+        *(__global float4 *)c = (float4)(v[0], v[1], v[2], v[3]);
+    else
+        *(__global uint4 *)c = (uint4)(PACK2_C(v[0], v[1]), PACK2_C(v[2 % C_VEC], v[3 % C_VEC]),
+                                       PACK2_C(v[4 % C_VEC], v[5 % C_VEC]), PACK2_C(v[6 % C_VEC], v[7 % C_VEC]));
+}
+
+INLINE void store_staged(__local const float *st, __global C_T *C, long c_sm, long c_sn, int2 tile,
+                         int M, int N, int tid, float alpha, float beta, int act, float slope)
+{
+    bool vec = c_sn == 1 && c_sm % C_VEC == 0 && (size_t)C % 16 == 0;
+    for (int i = tid; i < BLOCK_M * (BLOCK_N / C_VEC); i += MMA_WG) {
+        int r = i / (BLOCK_N / C_VEC), q = i % (BLOCK_N / C_VEC);
+        int m = tile.x * BLOCK_M + r, n = tile.y * BLOCK_N + q * C_VEC;
+        if (m >= M || n >= N) continue;
+        __local const float *s = st + r * C_ROW + q * C_VEC;
+        if (vec && n + C_VEC <= N) {
+            finish_piece(C + (long)m * c_sm + n, s, alpha, beta, act, slope);
+        } else {
+            for (int k = 0; k < C_VEC && n + k < N; k++)
+                epilogue(C, (long)m * c_sm + (long)(n + k) * c_sn, s[k], alpha, beta, act, slope);
+        }
+    }
+}
+#endif
+
 #if defined(WGMMA)
 /* One BLOCK_K slice on the warpgroup's 64 rows: BLOCK_K / 16 wgmma of 64 x BLOCK_N x 16, each
    operand's descriptor stepping 16 k along its tile (32 bytes along a K-major row, 16 rows of
@@ -986,6 +1067,11 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void matmul_mma(OPE
 #if defined(EPI_CE_STATS)
     barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with the ring, which ce_stats reuses */
     ce_stats(acc, tile, wm, wn, lane, tid, M, N, (__local float4 *)as, C, c_sm, EPI_CE_ARGS);
+#elif defined(C_STAGED)
+    barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with the ring, which takes the tile */
+    stage_acc((__local float *)as, acc, wm + lane / 4, wn + (lane % 4) * 2);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    store_staged((__local const float *)as, C, c_sm, c_sn, tile, M, N, tid, alpha, beta, act, slope);
 #else
     int m0 = tile.x * BLOCK_M + wm + lane / 4, n0 = tile.y * BLOCK_N + wn + (lane % 4) * 2;
     #pragma unroll
