@@ -807,7 +807,7 @@ START_TEST(linear_strided)
 END_TEST
 
 /* Enough tokens that a chunk's dweight GEMM is split over token slices (its tile grid is
-   small) and lce_dw_sum adds the slices, into a padded dweight, from a transposed x. */
+   small) and lce_split_sum adds the slices, into a padded dweight, from a transposed x. */
 START_TEST(linear_split_dweight)
 {
     clkit_context *ctx = tu_ctx();
