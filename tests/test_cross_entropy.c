@@ -3,9 +3,9 @@
    reductions, ignored tokens (custom ignore_index, all ignored), T and V from 1, padded,
    offset and transposed logits, strided targets of both index dtypes, in-place gradients,
    large and infinite logits, several vocabulary chunks (CLKIT_LCE_CHUNK) or token chunks
-   (CLKIT_LCE_TOKENS, on the tensor cores) with a ragged last one, each gradient of the linear op alone, bitwise reruns and bounded scratch; the
-   references' gradients against finite differences; and bad input, which must leave every
-   output untouched. */
+   (CLKIT_LCE_TOKENS, on the tensor cores) with a ragged last one, each gradient of the
+   linear op alone, bitwise reruns and bounded scratch; the references' gradients against
+   finite differences; and bad input, which must leave every output untouched. */
 #define _GNU_SOURCE
 #include "util.h"
 

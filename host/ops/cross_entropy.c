@@ -730,18 +730,27 @@ static clkit_status fused_merge(clkit_context *ctx, const lce *l, const ce_commo
     return s ? s : launch_rows(ctx, l->stats, l->wg, c->t);
 }
 
-/* Token slices for the dweight GEMM of a chunk: doubled while its 128 x 128 tile grid gives
-   fewer than two work-groups a compute unit, each slice keeps at least 512 tokens, T divides
-   evenly, and the f32 partials stay within a quarter of the scratch budget. */
-static int dw_splits(const struct clkit_device_props *p, int64_t t, int64_t chunk, int64_t d)
+/* Slices of a GEMM's reduction (length k) for an (n x d) output whose 128 x 128 tile grid is
+   small: doubled up to max while the grid gives fewer than `waves` work-groups a compute
+   unit, k divides evenly, each slice keeps at least min_slice and the f32 partials stay
+   within cap bytes. */
+static int reduction_splits(const struct clkit_device_props *p, int64_t n, int64_t d, int64_t k,
+                            int64_t min_slice, int max, unsigned waves, uint64_t cap)
 {
-    uint64_t tiles = (uint64_t)((chunk + 127) / 128) * (uint64_t)((d + 127) / 128);
+    uint64_t tiles = (uint64_t)((n + 127) / 128) * (uint64_t)((d + 127) / 128);
     int splits = 1;
-    while (splits < 16 && t % (2 * splits) == 0 && t / (2 * splits) >= 512 &&
-           tiles * (uint64_t)splits < 2ull * p->compute_units &&
-           (uint64_t)(2 * splits) * (uint64_t)chunk * (uint64_t)d * 4 <= LCE_BUDGET / 4)
+    while (splits < max && k % (2 * splits) == 0 && k / (2 * splits) >= min_slice &&
+           tiles * (uint64_t)splits < (uint64_t)waves * p->compute_units &&
+           (uint64_t)(2 * splits) * (uint64_t)n * (uint64_t)d * 4 <= cap)
         splits *= 2;
     return splits;
+}
+
+/* Token slices for the dweight GEMM of a vocabulary chunk: up to 16 of at least 512 tokens,
+   for two work-groups a compute unit, the partials within a quarter of the scratch budget. */
+static int dw_splits(const struct clkit_device_props *p, int64_t t, int64_t chunk, int64_t d)
+{
+    return reduction_splits(p, chunk, d, t, 512, 16, 2, LCE_BUDGET / 4);
 }
 
 /* Forward: the chunks' logits folded into per-row states; mean and sum reduced. */
@@ -807,18 +816,11 @@ static int64_t token_rows(const struct clkit_device_props *p, const lce *l)
     return round_up((t + chunks - 1) / chunks, 128);
 }
 
-/* Vocabulary slices of a token chunk's dx GEMM (M = rows, N = D, K = V): doubled while its
-   128 x 128 tile grid gives less than a wave, each slice keeps at least 2048 entries, V
-   divides evenly and the f32 partials stay within the budget's last eighth. */
+/* Vocabulary slices of a token chunk's dx GEMM (M = rows, N = D, K = V): up to 8 of at least
+   2048 entries, for a wave, the partials within the budget's last eighth. */
 static int dx_splits(const struct clkit_device_props *p, int64_t rows, int64_t d, int64_t v)
 {
-    uint64_t tiles = (uint64_t)((rows + 127) / 128) * (uint64_t)((d + 127) / 128);
-    int splits = 1;
-    while (splits < 8 && v % (2 * splits) == 0 && v / (2 * splits) >= 2048 &&
-           tiles * (uint64_t)splits < p->compute_units &&
-           (uint64_t)(2 * splits) * (uint64_t)rows * (uint64_t)d * 4 <= LCE_FUSED_BUDGET / 8)
-        splits *= 2;
-    return splits;
+    return reduction_splits(p, rows, d, v, 2048, 8, 1, LCE_FUSED_BUDGET / 8);
 }
 
 /* Per token chunk: the logits in the storage dtype (s), per-row states, per-tile states,
