@@ -625,23 +625,31 @@ static clkit_status split_sum(clkit_context *ctx, const lce *l, int splits, cons
     return clkit_launch(ctx, l->split_sum, 1, &global, &wg);
 }
 
-/* dweight rows [v0, v0 + n) = g^T x over all tokens. Split in dw_splits token slices, the
-   slices' products land in f32 scratch as one batched GEMM and lce_split_sum adds them. */
+/* out (n x d) = a (n x k) b (k x d). Split in `splits` slices of k (which they divide), the
+   slices' products land in l->part as one batched GEMM and lce_split_sum adds them. */
+static clkit_status split_gemm(clkit_context *ctx, const lce *l, const clkit_tensor *a,
+                               const clkit_tensor *b, const clkit_tensor *out, int splits)
+{
+    if (splits == 1) return clkit_matmul(ctx, a, b, out, NULL);
+    int64_t n = a->shape[0], slice = a->shape[1] / splits, d = b->shape[1];
+    int64_t as[3] = {splits, n, slice}, bs[3] = {splits, slice, d}, ps[3] = {splits, n, d};
+    clkit_tensor a3 = clkit_tensor_contiguous(a->buffer, a->dtype, 3, as);
+    a3.offset = a->offset;
+    a3.strides[0] = slice * a->strides[1], a3.strides[1] = a->strides[0], a3.strides[2] = a->strides[1];
+    clkit_tensor b3 = clkit_tensor_contiguous(b->buffer, b->dtype, 3, bs);
+    b3.offset = b->offset;
+    b3.strides[0] = slice * b->strides[0], b3.strides[1] = b->strides[0], b3.strides[2] = b->strides[1];
+    clkit_tensor p3 = clkit_tensor_contiguous(l->part.buf, CLKIT_F32, 3, ps);
+    clkit_status s = clkit_matmul(ctx, &a3, &b3, &p3, NULL);
+    return s ? s : split_sum(ctx, l, splits, out);
+}
+
+/* dweight rows [v0, v0 + n) = g^T x over all tokens, in dw_splits token slices. */
 static clkit_status chunk_dweight(clkit_context *ctx, const lce *l, cl_mem sbuf, int64_t v0, int64_t n)
 {
     clkit_tensor dw = row_slice(l->dw, v0, n, false);
     clkit_tensor gt = matrix(sbuf, l->dt, 0, n, l->c.t, 1, l->lds);
-    if (l->dw_splits == 1) return clkit_matmul(ctx, &gt, l->x, &dw, NULL);
-    int64_t slice = l->c.t / l->dw_splits, d = l->d;
-    int64_t gs[3] = {l->dw_splits, n, slice}, xs[3] = {l->dw_splits, slice, d}, ps[3] = {l->dw_splits, n, d};
-    clkit_tensor g3 = clkit_tensor_contiguous(sbuf, l->dt, 3, gs);
-    g3.strides[0] = slice * l->lds, g3.strides[1] = 1, g3.strides[2] = l->lds;
-    clkit_tensor x3 = clkit_tensor_contiguous(l->x->buffer, l->dt, 3, xs);
-    x3.offset = l->x->offset;
-    x3.strides[0] = slice * l->x->strides[0], x3.strides[1] = l->x->strides[0], x3.strides[2] = l->x->strides[1];
-    clkit_tensor p3 = clkit_tensor_contiguous(l->part.buf, CLKIT_F32, 3, ps);
-    clkit_status s = clkit_matmul(ctx, &g3, &x3, &p3, NULL);
-    return s ? s : split_sum(ctx, l, l->dw_splits, &dw);
+    return split_gemm(ctx, l, &gt, l->x, &dw, l->dw_splits);
 }
 
 /* The chunk's share of every gradient from its dloss/dz g (in s, or z for f32): dweight rows
@@ -908,24 +916,12 @@ static clkit_status token_grad(clkit_context *ctx, const lce *l, const ce_common
     return s ? s : launch_rows(ctx, l->grad, l->zwg, c->t);
 }
 
-/* dx rows [t0, t0 + rows) = g W, over dx_splits vocabulary slices as one batched GEMM into
-   f32 partials when its tile grid is small. */
+/* dx rows [t0, t0 + rows) = g W, in dx_splits vocabulary slices. */
 static clkit_status token_dx(clkit_context *ctx, const lce *l, int64_t t0, int64_t rows)
 {
     clkit_tensor dx = row_slice(l->dx, t0, rows, false);
     clkit_tensor g = matrix(l->s.buf, l->dt, 0, rows, l->c.v, l->lds, 1);
-    int splits = l->dx_splits;
-    if (splits == 1) return clkit_matmul(ctx, &g, l->w, &dx, NULL);
-    int64_t slice = l->c.v / splits, d = l->d;
-    int64_t gs[3] = {splits, rows, slice}, ws[3] = {splits, slice, d}, ps[3] = {splits, rows, d};
-    clkit_tensor g3 = clkit_tensor_contiguous(l->s.buf, l->dt, 3, gs);
-    g3.strides[0] = slice, g3.strides[1] = l->lds, g3.strides[2] = 1;
-    clkit_tensor w3 = clkit_tensor_contiguous(l->w->buffer, l->dt, 3, ws);
-    w3.offset = l->w->offset;
-    w3.strides[0] = slice * l->w->strides[0], w3.strides[1] = l->w->strides[0], w3.strides[2] = l->w->strides[1];
-    clkit_tensor p3 = clkit_tensor_contiguous(l->part.buf, CLKIT_F32, 3, ps);
-    clkit_status s = clkit_matmul(ctx, &g3, &w3, &p3, NULL);
-    return s ? s : split_sum(ctx, l, splits, &dx);
+    return split_gemm(ctx, l, &g, l->w, &dx, l->dx_splits);
 }
 
 /* dweight's f32 sums += g^T x[t0 : t0 + rows] (the first chunk starts them). */
