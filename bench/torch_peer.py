@@ -25,7 +25,9 @@ backward of the compiled forward). GB/s count x and y, or dy, x and dx, as clkit
 `--op layernorm` runs both, as in clkit bench.
 
 linear_cross_entropy is F.cross_entropy(x @ W.T, targets) and its backward (dx, dW) per step,
-eager, timed with grad_to_none=[x, W], in TFLOP/s (6 T D V per step) and ms. Beside clkit's
+eager (column torch), and the same with the logits upcast to f32 before the loss, as language
+models' heads do (column upcast; TARGETS.md's torch times and peaks are of this size). Both
+are timed with grad_to_none=[x, W], in TFLOP/s (6 T D V per step) and ms. Beside clkit's
 scratch peak (clkit_scratch_peak of one call) it shows torch's peak extra memory: the most
 memory torch held during one step beyond what it held before it, inputs and weights, and the
 gradients the step creates (clkit's caller holds those as dx and dweight).
@@ -78,7 +80,7 @@ TABLE_OF = {"matmul": "matmul", "linear_cross_entropy": "lce", "attention": "att
 # The providers of a `clkit bench` CSV (its provider column) and the peers run here.
 CLKIT_COLUMNS = {"gbps": ("clkit",), "matmul": ("clkit", "heuristic", "clblast"),
                  "lce": ("clkit",), "attention": ("clkit",)}
-PEERS = {"gbps": ("torch", "compile"), "matmul": ("torch",), "lce": ("torch",),
+PEERS = {"gbps": ("torch", "compile"), "matmul": ("torch",), "lce": ("torch", "upcast"),
          "attention": ("torch",)}
 
 
@@ -383,6 +385,9 @@ class Peers:
         """What a peer times: fn itself, or its torch.compile. For matmul without out_dtype,
         plain torch.matmul (an output in the inputs' dtype)."""
         torch = self.torch
+        if peer == "upcast":
+            F = torch.nn.functional
+            return lambda x, w, targets: F.cross_entropy((x @ w.t()).float(), targets)
         if peer == "compile":
             # A fresh compile per shape, specialised as clkit's programs are, and no cache
             # limit that would fall back to eager after 8 shapes.
@@ -446,8 +451,9 @@ def rate_columns(unit, tables):
 
 # linear_cross_entropy's own: ms from the rates, memory, and the ratios TARGETS.md sets; the
 # ms and clkit/torch serve attention too.
-LCE_COLUMNS = ["clkit_ms", "torch_ms", "clkit_over_torch", "clkit_scratch_mib", "torch_extra_mib",
-               "clkit_scratch_over_torch_extra"]
+LCE_COLUMNS = ["clkit_ms", "torch_ms", "clkit_over_torch", "upcast_ms", "clkit_over_upcast",
+               "clkit_scratch_mib", "torch_extra_mib", "clkit_scratch_over_torch_extra",
+               "upcast_extra_mib"]
 COLUMNS = (["op", "dtype", "shape", "n_bytes"] + rate_columns("gbps", ["gbps"])
            + ["clkit_over_best_peer"] + ["n_flops"] + rate_columns("tflops", ["matmul", "lce"])
            + ["clkit_over_cublas", "clkit_over_clblast"] + LCE_COLUMNS)
@@ -480,6 +486,8 @@ def merge(case, clkit_row, measured, fields):
         for who in ("clkit", "torch"):
             row[f"{who}_ms"] = ratio(case.work * 1e-9, row.get(f"{who}_tflops"))
         if case.table == "lce":
+            row["upcast_ms"] = ratio(case.work * 1e-9, row.get("upcast_tflops"))
+            row["clkit_over_upcast"] = ratio(clkit, row.get("upcast_tflops"))
             row["clkit_scratch_over_torch_extra"] = ratio(row.get("clkit_scratch_mib"),
                                                           row.get("torch_extra_mib"))
     return row
@@ -499,10 +507,12 @@ TABLE = {
                ("clkit/CLBlast", "clkit_over_clblast", 2)],
     "lce": [("clkit ms", "clkit_ms", 2), ("torch ms", "torch_ms", 2),
             ("clkit TFLOP/s", "clkit_tflops", 2), ("torch TFLOP/s", "torch_tflops", 2),
-            ("clkit/torch", "clkit_over_torch", 2),
+            ("clkit/torch", "clkit_over_torch", 2), ("upcast ms", "upcast_ms", 2),
+            ("clkit/upcast", "clkit_over_upcast", 2),
             ("clkit scratch MiB", "clkit_scratch_mib", 1),
             ("torch extra MiB", "torch_extra_mib", 1),
-            ("scratch/extra", "clkit_scratch_over_torch_extra", 3)],
+            ("scratch/extra", "clkit_scratch_over_torch_extra", 3),
+            ("upcast extra MiB", "upcast_extra_mib", 1)],
     "attention": [("clkit TFLOP/s", "clkit_tflops", 2), ("torch TFLOP/s", "torch_tflops", 2),
                   ("clkit/torch", "clkit_over_torch", 2), ("clkit ms", "clkit_ms", 3),
                   ("torch ms", "torch_ms", 3)],

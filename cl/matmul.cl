@@ -988,7 +988,73 @@ INLINE void wg_loop(__local uchar *as, __local uchar *bs, __global const ELEM_T 
 }
 #endif
 
-__kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void matmul_mma(OPERANDS EPI_PARAMS)
+#if defined(TMA)
+/* The k loop fed by the TMA (-D TMA, set by the host where both operands' tensor maps encode):
+   one thread issues each slice as a few boxes in the layout copy_slice writes, and every warp
+   waits on the slot's mbarrier instead of on its own copies; the refill rule is wg_loop's. */
+#define TMA_PARAMS , __global ulong16 *tma_slots, int tma_slot, ulong16 a_map, ulong16 b_map
+
+/* One operand's slice: a K-major tile is one box of its rows, an M- or N-major one a box per
+   64-column panel. */
+INLINE void tma_operand(__local uchar *dst, __global const ulong16 *map, int kmajor, int row0,
+                        int k0, int panels, int z, __local ulong *bar)
+{
+    if (kmajor) {
+        nv_tma_load(dst, map, k0, row0, z, bar);
+        return;
+    }
+    for (int p = 0; p < panels; p++) nv_tma_load(dst + p * BLOCK_K * 128, map, row0 + p * 64, k0, z, bar);
+}
+
+/* Both operands' slice into its slot; the slot's mbarrier completes when every byte, the
+   zeros past the edges included, has landed. */
+INLINE void tma_slice(__local uchar *as, __local uchar *bs, __global const ulong16 *maps,
+                      __local ulong *bars, int slice, int m0, int n0, int za, int zb)
+{
+    int slot = slice % STAGES, k0 = slice * BLOCK_K;
+    nv_mbar_expect(bars + slot, A_STAGE_BYTES + B_STAGE_BYTES);
+    tma_operand(as + slot * A_STAGE_BYTES, maps, A_KMAJOR, m0, k0, BLOCK_M / 64, za, bars + slot);
+    tma_operand(bs + slot * B_STAGE_BYTES, maps + 1, !B_NMAJOR, n0, k0, BLOCK_N / 64, zb, bars + slot);
+}
+
+INLINE void tma_loop(__local uchar *as, __local uchar *bs, __global const ulong16 *maps,
+                     __local ulong *bars, int slices, int m0, int n0, int za, int zb, int tid,
+                     int g, float *acc)
+{
+    if (tid == 0)
+        for (int s = 0; s < STAGES - 2 && s < slices; s++) tma_slice(as, bs, maps, bars, s, m0, n0, za, zb);
+    for (int kt = 0; kt < slices; kt++) {
+        int cur = kt % STAGES;
+        nv_mbar_wait(bars + cur, (uint)(kt / STAGES) & 1);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (tid == 0 && kt + STAGES - 2 < slices)
+            tma_slice(as, bs, maps, bars, kt + STAGES - 2, m0, n0, za, zb);
+        wg_slice(as + cur * A_STAGE_BYTES, bs + cur * B_STAGE_BYTES, g, acc);
+        NV_WGMMA_WAIT(1);
+    }
+    NV_WGMMA_WAIT(0);
+    #pragma unroll
+    for (int i = 0; i < BLOCK_N / 2; i++) nv_pin(acc + i);
+}
+
+/* Thread 0 writes the call's maps, with the operands' addresses, into the call's slot and
+   readies one mbarrier a stage. */
+INLINE void tma_setup(__global ulong16 *maps, __local ulong16 *stage, ulong16 a_map, ulong16 b_map,
+                      __global const void *a, __global const void *b, __local ulong *bars, int tid)
+{
+    if (tid == 0) {
+        nv_tmap_publish(maps, stage, a_map, a);
+        nv_tmap_publish(maps + 1, stage + 1, b_map, b);
+        for (int s = 0; s < STAGES; s++) nv_mbar_init(bars + s, 1);
+        nv_fence_proxy_async();
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+#else
+#define TMA_PARAMS
+#endif
+
+__kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void matmul_mma(OPERANDS TMA_PARAMS EPI_PARAMS)
 {
 #if defined(WGMMA)
     /* wgmma's swizzle is a function of the address: each stage starts on 1024 bytes */
@@ -1014,7 +1080,14 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void matmul_mma(OPE
         #pragma unroll
         for (int j = 0; j < FRAG_N; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f;
 
-#if defined(WGMMA)
+#if defined(TMA)
+    __local ulong bars[STAGES];
+    __local ulong16 map_stage[2];
+    __global ulong16 *maps = tma_slots + 2 * tma_slot;
+    tma_setup(maps, map_stage, a_map, b_map, A + a_off, B + b_off, bars, tid);
+    tma_loop(as, bs, maps, bars, slices, tile.x * BLOCK_M, tile.y * BLOCK_N, a_sb ? (int)batch : 0,
+             b_sb ? (int)batch : 0, tid, warp / 4, &acc[0][0][0]);
+#elif defined(WGMMA)
     wg_loop(as, bs, a, b, a_sm, a_sk, b_sk, b_sn, slices, m_left, n_left, K, tid, warp / 4, &acc[0][0][0]);
 #else
     /* Every iteration commits one group, empty past the last slice, so that waiting for

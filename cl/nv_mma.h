@@ -196,6 +196,63 @@ NV_INLINE ulong nv_wgmma_desc(__local const void *start, uint lead, uint stride)
            (ulong)(stride >> 4) << 32 | 1ul << 62;
 }
 
+/* Hopper's tensor memory accelerator (TMA): one thread copies a whole box of a 2-D or 3-D
+   tensor into local memory, written in the 128-byte swizzle wgmma reads, rows and columns past
+   the tensor's edge zero-filled; an mbarrier counts the bytes landed. The box's geometry is a
+   128-byte tensor map that the host encodes (host/nv_tma.c) without knowing where OpenCL put
+   the buffer: each work-group writes the operand's address into its copy of the map in local
+   memory, then stores the whole map in global memory, where the copy unit reads it. Every
+   work-group of a call stores the same bytes to the same slot, so a map a work-group is
+   already reading never changes under it (patching the address in global memory would expose
+   the placeholder for a moment). `stage`: 128-byte aligned local memory. Arch-specific
+   (NV_90A), as wgmma. */
+NV_INLINE void nv_tmap_publish(__global ulong16 *slot, __local ulong16 *stage, ulong16 map,
+                               __global const void *base)
+{
+    *stage = map;
+    __asm__ volatile(NV_90A("tensormap.replace.tile.global_address.shared::cta.b1024.b64 [%0], %1;")
+                     :: "r"(nv_shared(stage)), "l"(base) : "memory");
+    #pragma unroll
+    for (int i = 0; i < 8; i++) ((__global ulong2 *)slot)[i] = ((__local const ulong2 *)stage)[i];
+    __asm__ volatile(NV_90A("fence.proxy.tensormap::generic.release.gpu;") ::: "memory");
+    __asm__ volatile(NV_90A("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;")
+                     :: "l"(slot) : "memory");
+}
+
+NV_INLINE void nv_mbar_init(__local ulong *bar, uint arrivals)
+{
+    __asm__ volatile(NV_90A("mbarrier.init.shared::cta.b64 [%0], %1;")
+                     :: "r"(nv_shared(bar)), "r"(arrivals) : "memory");
+}
+
+/* One arrival that also announces `bytes` more to land before the phase completes. */
+NV_INLINE void nv_mbar_expect(__local ulong *bar, uint bytes)
+{
+    __asm__ volatile(NV_90A("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;")
+                     :: "r"(nv_shared(bar)), "r"(bytes) : "memory");
+}
+
+/* Waits until the phase of the given parity (uses of the barrier, modulo 2) completes. */
+NV_INLINE void nv_mbar_wait(__local ulong *bar, uint parity)
+{
+    uint done = 0;
+    while (!done)
+        __asm__ volatile("{\n.reg .pred p;\n"
+                         NV_90A("mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;")
+                         NV_90A("selp.u32 %0, 1, 0, p;") "}"
+                         : "+r"(done) : "r"(nv_shared(bar)), "r"(parity) : "memory");
+}
+
+/* The box of `map` whose first element is (x, y, z), x the contiguous dimension -> dst. */
+NV_INLINE void nv_tma_load(__local void *dst, __global const ulong16 *map, int x, int y, int z,
+                           __local ulong *bar)
+{
+    __asm__ volatile(NV_90A("cp.async.bulk.tensor.3d.shared::cluster.global.tile"
+                            ".mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];")
+                     :: "r"(nv_shared(dst)), "l"(map), "r"(x), "r"(y), "r"(z),
+                        "r"(nv_shared(bar)) : "memory");
+}
+
 /* d (64 x n f32: n / 2 a thread, laid out as n / 8 m16n8 accumulator fragments) += a * b, both
    operands from descriptors; TYPE the operands' PTX type pair (".f16.f16"), TA / TB "1" for an
    operand stored along M or N instead of K. */

@@ -422,6 +422,7 @@ void clkit_context_release(clkit_context *ctx)
     if (!ctx) return;
     clkit_programs_release(ctx);
     clkit_tuned_release(ctx);
+    clkit_tma_release(ctx);
     if (ctx->first_event) clReleaseEvent(ctx->first_event);
     if (ctx->last_event) clReleaseEvent(ctx->last_event);
     if (ctx->queue) clReleaseCommandQueue(ctx->queue);

@@ -100,17 +100,20 @@ matmul() {
 matmul mma_shapes F16
 matmul tf32_shapes F32
 # Each wgmma tile of host/ops/matmul.c (BLOCK_M, BLOCK_N, STAGES, speed; BLOCK_K 64, a
-# warpgroup per 64 rows) in every operand layout, f16 into f32 and bf16 into bf16, for sm_90a
+# warpgroup per 64 rows) in every operand layout, f16 into f32 and bf16 into bf16, loaded by
+# cp.async and by the TMA, for sm_90a
 for s in $(table "$root/host/ops/matmul.c" wgmma_shapes); do
   IFS=, read -r bm bn st _ <<<"$s"
   for layout in "1 0" "1 1" "0 0" "0 1"; do
     read -r ak bn_ <<<"$layout"
     for dt in F16 BF16; do
-      # shellcheck disable=SC2046 # one flag or none
-      build "wgmma ${bm}x${bn}x64 s$st $dt A_KMAJOR=$ak B_NMAJOR=$bn_" 90a matmul.cl -D KERNEL=4 -D WGMMA=1 \
-        -D BLOCK_M="$bm" -D BLOCK_N="$bn" -D BLOCK_K=64 -D WARPS_M=$((bm / 16)) -D WARPS_N=1 -D STAGES="$st" \
-        -D GROUP_M=8 -D A_DTYPE="$dt" -D B_DTYPE="$dt" -D C_DTYPE=$([ "$dt" = F16 ] && echo F32 || echo BF16) \
-        -D A_KMAJOR="$ak" -D B_NMAJOR="$bn_" $([ "$dt" = BF16 ] && echo -D MMA_BF16)
+      for tma in "" "-D TMA=1"; do
+        # shellcheck disable=SC2046,SC2086 # one flag or none
+        build "wgmma ${bm}x${bn}x64 s$st $dt A_KMAJOR=$ak B_NMAJOR=$bn_ $tma" 90a matmul.cl -D KERNEL=4 -D WGMMA=1 \
+          -D BLOCK_M="$bm" -D BLOCK_N="$bn" -D BLOCK_K=64 -D WARPS_M=$((bm / 16)) -D WARPS_N=1 -D STAGES="$st" \
+          -D GROUP_M=8 -D A_DTYPE="$dt" -D B_DTYPE="$dt" -D C_DTYPE=$([ "$dt" = F16 ] && echo F32 || echo BF16) \
+          -D A_KMAJOR="$ak" -D B_NMAJOR="$bn_" $([ "$dt" = BF16 ] && echo -D MMA_BF16) $tma
+      done
     done
   done
 done
@@ -130,7 +133,7 @@ for epi in EPI_CE_STATS EPI_CE_GRAD "EPI_CE_STATS -D CE_STORE"; do
             -D BLOCK_M="$bm" -D BLOCK_N="$bn" -D BLOCK_K="$bk" -D WARPS_M="$wm" -D WARPS_N="$wn" \
             -D STAGES="$st" -D GROUP_M=8 -D A_DTYPE="$dt" -D B_DTYPE="$dt" -D C_DTYPE="$dt" \
             -D A_KMAJOR=1 -D B_NMAJOR=0 -D $epi $opts $([ "$dt" = BF16 ] && echo -D MMA_BF16) \
-            $([ "$wg" = 1 ] && echo -D WGMMA=1)
+            $([ "$wg" = 1 ] && echo -D WGMMA=1 -D TMA=1)
         done
       done
     done

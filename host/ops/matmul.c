@@ -22,6 +22,8 @@ typedef struct problem {
     int wgmma; /* ... and may run them on Hopper's wgmma (16-bit operands, sm_90) */
     int tf32; /* f32 operands the caller lets the tensor cores round to TF32 */
     int exact; /* f32 operands the caller keeps off the tensor cores */
+    int tma; /* a wgmma tile loads both operands by the TMA, from these maps (A, B) */
+    _Alignas(64) unsigned char tma_maps[2][128];
 } problem;
 
 clkit_matmul_options clkit_matmul_defaults(void)
@@ -508,8 +510,8 @@ static void build_options(const problem *pr, const clkit_config *c, char *buf, s
         snprintf(buf + used, n - (size_t)used, " -D VEC_B=%d",
                  operand_vec(pr->bs[2], pr->bs[1], pr->bs[0], pr->b_off, 4, 4));
     if (cfg(c, "KERNEL") == KERNEL_MMA) {
-        snprintf(buf + used, n - (size_t)used, " -D A_KMAJOR=%d -D B_NMAJOR=%d%s", pr->as[1] != 1,
-                 pr->bs[1] != 1, mma_math(pr));
+        snprintf(buf + used, n - (size_t)used, " -D A_KMAJOR=%d -D B_NMAJOR=%d%s%s", pr->as[1] != 1,
+                 pr->bs[1] != 1, mma_math(pr), pr->tma ? " -D TMA=1" : "");
         return;
     }
     if (cfg(c, "KERNEL") != KERNEL_BLOCKED) return;
@@ -524,6 +526,33 @@ static void build_options(const problem *pr, const clkit_config *c, char *buf, s
              a_kmajor, b_nmajor, va, vb);
 }
 
+/* An operand (rows x inner, inner contiguous) as the TMA reads it, a box of box_rows rows
+   a copy; a size-1 dimension's stride, 0 here, stands in as the dense one. */
+static clkit_tma_view tma_view(int64_t inner, int64_t rows, int64_t row_stride, int64_t batch,
+                               int64_t batch_stride, int box_rows)
+{
+    clkit_tma_view v = {(uint64_t)inner, (uint64_t)rows, (uint64_t)(batch_stride ? batch : 1),
+                        (uint64_t)(row_stride ? row_stride : (inner + 7) / 8 * 8),
+                        (uint64_t)batch_stride, 64, (uint32_t)box_rows};
+    return v;
+}
+
+/* Sets pr->tma and the maps where c is a wgmma tile and both operands have a tensor map; the
+   boxes are copy_slice's: a K-major operand's BLOCK rows, else 64-column panels of BLOCK_K. */
+static void tma_prepare(clkit_context *ctx, problem *pr, const clkit_config *c)
+{
+    pr->tma = 0;
+    if (!cfg(c, "WGMMA")) return;
+    int bm = cfg(c, "BLOCK_M"), bn = cfg(c, "BLOCK_N"), bk = cfg(c, "BLOCK_K");
+    clkit_tma_view a = pr->as[1] != 1 ? tma_view(pr->k, pr->m, pr->as[1], pr->batch, pr->as[0], bm)
+                                      : tma_view(pr->m, pr->k, pr->as[2], pr->batch, pr->as[0], bk);
+    clkit_tma_view b = pr->bs[1] != 1 ? tma_view(pr->n, pr->k, pr->bs[1], pr->batch, pr->bs[0], bk)
+                                      : tma_view(pr->k, pr->n, pr->bs[2], pr->batch, pr->bs[0], bn);
+    pr->tma = clkit_tma_map(ctx, &a, pr->tma_maps[0]) && clkit_tma_map(ctx, &b, pr->tma_maps[1]);
+}
+
+#define OPERAND_ARGS 22 /* cl/matmul.cl: OPERANDS */
+
 static clkit_status set_operands(clkit_context *ctx, cl_kernel k, const problem *pr,
                                  const clkit_tensor *c)
 {
@@ -532,10 +561,20 @@ static clkit_status set_operands(clkit_context *ctx, cl_kernel k, const problem 
     cl_long cc[4] = {(cl_long)(c->offset / clkit_dtype_size(c->dtype)), pr->cs[0], pr->cs[1], pr->cs[2]};
     cl_int m = (cl_int)pr->m, n = (cl_int)pr->n, kk = (cl_int)pr->k, act = pr->opt.activation;
     float alpha = pr->opt.alpha, beta = pr->opt.beta, slope = pr->opt.leaky_slope;
-    return clkit_set_args(ctx, k, 22, sizeof(cl_mem), &pr->a->buffer, 8, &a[0], 8, &a[1], 8, &a[2],
+    return clkit_set_args(ctx, k, OPERAND_ARGS, sizeof(cl_mem), &pr->a->buffer, 8, &a[0], 8, &a[1], 8, &a[2],
                           8, &a[3], sizeof(cl_mem), &pr->b->buffer, 8, &b[0], 8, &b[1], 8, &b[2],
                           8, &b[3], sizeof(cl_mem), &c->buffer, 8, &cc[0], 8, &cc[1], 8, &cc[2],
                           8, &cc[3], 4, &m, 4, &n, 4, &kk, 4, &alpha, 4, &beta, 4, &act, 4, &slope);
+}
+
+/* The operands' arguments, then the TMA's where the tile takes it; the index of the next. */
+static clkit_status set_all_operands(clkit_context *ctx, cl_kernel k, const problem *pr,
+                                     const clkit_tensor *c, cl_uint *next)
+{
+    clkit_status s = set_operands(ctx, k, pr, c);
+    *next = pr->tma ? OPERAND_ARGS + 4 : OPERAND_ARGS;
+    if (s || !pr->tma) return s;
+    return clkit_tma_set_args(ctx, k, OPERAND_ARGS, pr->tma_maps[0], pr->tma_maps[1]);
 }
 
 static clkit_status launch_clkit(clkit_context *ctx, const problem *pr, const clkit_config *c,
@@ -574,18 +613,33 @@ static clkit_status fall_back(clkit_context *ctx, const problem *pr, const clkit
     return launch_clkit(ctx, &rest, &c, out);
 }
 
+/* A TMA program that does not build leaves the TMA off for this context: cp.async from now. */
+static clkit_status tma_fall_back(clkit_context *ctx, const problem *pr, const clkit_config *c,
+                                  const clkit_tensor *out)
+{
+    clkit_log(CLKIT_LOG_WARN, "matmul with TMA loads failed to build, using cp.async: %s",
+              clkit_last_error(ctx));
+    ctx->tma_off = true;
+    clkit_clear_error(ctx);
+    return launch_clkit(ctx, pr, c, out);
+}
+
 static clkit_status launch_clkit(clkit_context *ctx, const problem *pr, const clkit_config *c,
                                  const clkit_tensor *out)
 {
     static const char *names[] = {"matmul_naive", "matmul_tiled", "matmul_blocked", "matmul_skinny",
                                   "matmul_mma"};
     int kernel = cfg(c, "KERNEL");
+    problem tp = *pr;
+    tma_prepare(ctx, &tp, c);
     char opts[1024];
-    build_options(pr, c, opts, sizeof opts);
+    build_options(&tp, c, opts, sizeof opts);
     cl_kernel k;
+    cl_uint next;
     clkit_status s = clkit_get_kernel(ctx, "matmul.cl", names[kernel], opts, &k);
+    if (s == CLKIT_ERR_BUILD && tp.tma) return tma_fall_back(ctx, pr, c, out);
     if (s == CLKIT_ERR_BUILD && kernel == KERNEL_MMA) return fall_back(ctx, pr, c, out);
-    if (s || (s = set_operands(ctx, k, pr, out))) return s;
+    if (s || (s = set_all_operands(ctx, k, &tp, out, &next))) return s;
     if (kernel == KERNEL_BLOCKED || kernel == KERNEL_MMA) return launch_tiles(ctx, k, pr, c);
     size_t limit = clkit_kernel_wg_limit(ctx, k);
     if (kernel == KERNEL_SKINNY) {
@@ -778,19 +832,28 @@ clkit_status clkit_matmul_epilogue_run(clkit_context *ctx, const clkit_tensor *a
     if ((s = choose(ctx, &pr, &cf))) return s;
     if (cfg(&cf, "KERNEL") != KERNEL_MMA)
         return clkit_fail(ctx, CLKIT_ERR_INVALID_VALUE, "%s needs a tensor-core tile", e->define);
+    tma_prepare(ctx, &pr, &cf);
     char opts[1024];
     build_options(&pr, &cf, opts, sizeof opts);
     size_t used = strlen(opts);
     snprintf(opts + used, sizeof opts - used, " %s", e->define);
     cl_kernel k;
+    cl_uint next;
     s = clkit_get_kernel(ctx, "matmul.cl", "matmul_mma", opts, &k);
+    if (s == CLKIT_ERR_BUILD && pr.tma) {
+        clkit_log(CLKIT_LOG_WARN, "matmul with TMA loads failed to build, using cp.async: %s",
+                  clkit_last_error(ctx));
+        ctx->tma_off = true;
+        clkit_clear_error(ctx);
+        return clkit_matmul_epilogue_run(ctx, a, b, c, opt, e);
+    }
     if (s == CLKIT_ERR_BUILD) {
         clkit_log(CLKIT_LOG_WARN, "tensor-core matmul failed to build: %s", clkit_last_error(ctx));
         *(cfg(&cf, "WGMMA") ? &ctx->wgmma_failed : &ctx->fast_path_failed) = true;
         return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "%s: the tensor-core program does not build", e->define);
     }
-    if (s || (s = set_operands(ctx, k, &pr, c))) return s;
-    for (int i = 0; i < e->nargs && !s; i++) s = clkit_set_arg(ctx, k, (cl_uint)(22 + i), e->size[i], e->value[i]);
+    if (s || (s = set_all_operands(ctx, k, &pr, c, &next))) return s;
+    for (int i = 0; i < e->nargs && !s; i++) s = clkit_set_arg(ctx, k, next + (cl_uint)i, e->size[i], e->value[i]);
     return s ? s : launch_tiles(ctx, k, &pr, &cf);
 }
 
