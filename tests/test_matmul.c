@@ -335,8 +335,11 @@ END_TEST
 
 /* Hopper's wgmma (NVIDIA sm_90, built through sm_90a PTX): every wgmma tile the tuner may
    pick in each operand layout and 16-bit dtype pair, on shapes whose K walks the ring more
-   than once and whose edges cut chunks and tiles; the default choice on aligned operands.
-   Elsewhere (or CLKIT_WGMMA=0) a forced wgmma config is refused. */
+   than once and whose edges cut chunks and tiles; batches with either operand broadcast in
+   each layout pair (the TMA's third coordinate); the default choice on aligned operands.
+   Operands load by the TMA where the context has it, else (or CLKIT_NV_TMA=0) by cp.async:
+   the GPU runs this suite both ways. Elsewhere (or CLKIT_WGMMA=0) a forced wgmma config is
+   refused. */
 START_TEST(wgmma)
 {
     clkit_context *ctx = tu_ctx();
@@ -359,6 +362,13 @@ START_TEST(wgmma)
         return;
     }
     check_tile_configs(ctx, configs, sizeof configs / sizeof *configs, wg_shapes);
+    for (int variant = 0; variant < 6; variant++) {
+        run b = basic(200, 264, 328);
+        b.in = CLKIT_F16, b.aligned = 1, b.batch = 3, b.opt.config = configs[variant % 2];
+        b.a_bcast = variant % 3 == 1, b.b_bcast = variant % 3 == 2;
+        b.la = variant < 3 ? 'n' : 't', b.lb = variant < 3 ? 't' : 'n';
+        check_run(ctx, &b, "wgmma: batched, broadcast");
+    }
     run r = basic(520, 1000, 264);
     r.in = CLKIT_BF16, r.aligned = 1, r.opt.beta = 0.5f, r.opt.activation = CLKIT_ACT_RELU;
     check_run(ctx, &r, "wgmma: default choice");
