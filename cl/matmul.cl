@@ -992,7 +992,7 @@ INLINE void wg_loop(__local uchar *as, __local uchar *bs, __global const ELEM_T 
 /* The k loop fed by the TMA (-D TMA, set by the host where both operands' tensor maps encode):
    one thread issues each slice as a few boxes in the layout copy_slice writes, and every warp
    waits on the slot's mbarrier instead of on its own copies; the refill rule is wg_loop's. */
-#define TMA_PARAMS , __global ulong16 *tma_slots, int tma_slot, ulong16 a_map, ulong16 b_map
+#define TMA_PARAMS , __global ulong16 *maps, ulong16 a_map, ulong16 b_map
 
 /* One operand's slice: a K-major tile is one box of its rows, an M- or N-major one a box per
    64-column panel. */
@@ -1037,7 +1037,7 @@ INLINE void tma_loop(__local uchar *as, __local uchar *bs, __global const ulong1
     for (int i = 0; i < BLOCK_N / 2; i++) nv_pin(acc + i);
 }
 
-/* Thread 0 writes the call's maps, with the operands' addresses, into the call's slot and
+/* Thread 0 writes the call's maps, with the operands' addresses, into the context's slot and
    readies one mbarrier a stage. */
 INLINE void tma_setup(__global ulong16 *maps, __local ulong16 *stage, ulong16 a_map, ulong16 b_map,
                       __global const void *a, __global const void *b, __local ulong *bars, int tid)
@@ -1083,7 +1083,6 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void matmul_mma(OPE
 #if defined(TMA)
     __local ulong bars[STAGES];
     __local ulong16 map_stage[2];
-    __global ulong16 *maps = tma_slots + 2 * tma_slot;
     tma_setup(maps, map_stage, a_map, b_map, A + a_off, B + b_off, bars, tid);
     tma_loop(as, bs, maps, bars, slices, tile.x * BLOCK_M, tile.y * BLOCK_N, a_sb ? (int)batch : 0,
              b_sb ? (int)batch : 0, tid, warp / 4, &acc[0][0][0]);

@@ -140,8 +140,8 @@ typedef struct clkit_tma_view {
 /* Encodes v's tensor map into map (128 bytes, 64-byte aligned); 0 where the TMA is off on this
    context or the view is one it cannot describe (the caller then loads by cp.async). */
 int clkit_tma_map(clkit_context *ctx, const clkit_tma_view *v, void *map);
-/* A kernel's TMA_PARAMS (cl/matmul.cl) from argument index `first`: the slot ring, this call's
-   slot, and the two maps. Only after clkit_tma_map succeeded on this context. */
+/* A kernel's TMA_PARAMS (cl/matmul.cl) from argument index `first`: the context's map slot and
+   the two maps. Only after clkit_tma_map succeeded on this context. */
 clkit_status clkit_tma_set_args(clkit_context *ctx, cl_kernel k, cl_uint first, const void *a_map,
                                 const void *b_map);
 void clkit_tma_release(clkit_context *ctx);

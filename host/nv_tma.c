@@ -7,8 +7,8 @@
    made current only around each call, leaving the caller's thread state as it was. The map
    is encoded with a placeholder address: OpenCL does not tell the host where a buffer lives,
    so the kernel writes the operand's address into its copy (nv_tmap_publish). Kernels get
-   their maps by value and store them in one slot of a small per-context ring, distinct for
-   the calls a queue can hold in flight. Anything missing (no libcuda, an old driver, a device
+   their maps by value and store them in the context's one slot in global memory: the queue
+   is in order, so no call's kernel runs while another rewrites it. Anything missing (no libcuda, an old driver, a device
    the CUDA driver does not list) leaves the TMA off and the kernels on cp.async. */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -20,7 +20,6 @@
 
 #include <CL/cl_ext.h>
 
-#define TMA_SLOTS 64
 #define TMA_SLOT_BYTES 256 /* two maps: A and B */
 
 /* The few CUDA driver types and values used here (cuda.h). */
@@ -45,8 +44,7 @@ struct clkit_tma {
     cu_ctx_push_fn push;
     cu_ctx_pop_fn pop;
     cu_encode_fn encode;
-    cl_mem slots;
-    unsigned next;
+    cl_mem slot;
 };
 
 #define CL_PCI_BUS_INFO_KHR 0x410F
@@ -87,7 +85,7 @@ static int load_driver(clkit_context *ctx, struct clkit_tma *t)
 
 static void tma_free(struct clkit_tma *t)
 {
-    if (t->slots) clReleaseMemObject(t->slots);
+    if (t->slot) clReleaseMemObject(t->slot);
     if (t->cu_ctx) t->release(t->device);
     if (t->lib) dlclose(t->lib);
     free(t);
@@ -102,8 +100,8 @@ static bool tma_ready(clkit_context *ctx)
     struct clkit_tma *t = (env && strcmp(env, "0") == 0) ? NULL : calloc(1, sizeof *t);
     cl_int err;
     if (t && load_driver(ctx, t))
-        t->slots = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, TMA_SLOTS * TMA_SLOT_BYTES, NULL, &err);
-    if (!t || !t->slots) {
+        t->slot = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, TMA_SLOT_BYTES, NULL, &err);
+    if (!t || !t->slot) {
         clkit_log(CLKIT_LOG_INFO, "TMA off (%s): matmul copies on cp.async",
                   !t ? "CLKIT_NV_TMA=0 or no memory" : !t->cu_ctx ? "no CUDA context for this device" : "no slot buffer");
         if (t) tma_free(t);
@@ -139,9 +137,7 @@ int clkit_tma_map(clkit_context *ctx, const clkit_tma_view *v, void *map)
 clkit_status clkit_tma_set_args(clkit_context *ctx, cl_kernel k, cl_uint first, const void *a_map,
                                 const void *b_map)
 {
-    cl_int slot = (cl_int)(ctx->tma->next++ % TMA_SLOTS);
-    clkit_status s = clkit_set_arg(ctx, k, first, sizeof(cl_mem), &ctx->tma->slots);
-    if (!s) s = clkit_set_arg(ctx, k, first + 1, sizeof slot, &slot);
-    if (!s) s = clkit_set_arg(ctx, k, first + 2, 128, a_map);
-    return s ? s : clkit_set_arg(ctx, k, first + 3, 128, b_map);
+    clkit_status s = clkit_set_arg(ctx, k, first, sizeof(cl_mem), &ctx->tma->slot);
+    if (!s) s = clkit_set_arg(ctx, k, first + 1, 128, a_map);
+    return s ? s : clkit_set_arg(ctx, k, first + 2, 128, b_map);
 }

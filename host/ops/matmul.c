@@ -572,7 +572,7 @@ static clkit_status set_all_operands(clkit_context *ctx, cl_kernel k, const prob
                                      const clkit_tensor *c, cl_uint *next)
 {
     clkit_status s = set_operands(ctx, k, pr, c);
-    *next = pr->tma ? OPERAND_ARGS + 4 : OPERAND_ARGS;
+    *next = pr->tma ? OPERAND_ARGS + 3 : OPERAND_ARGS;
     if (s || !pr->tma) return s;
     return clkit_tma_set_args(ctx, k, OPERAND_ARGS, pr->tma_maps[0], pr->tma_maps[1]);
 }
