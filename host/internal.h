@@ -144,6 +144,8 @@ int clkit_tma_map(clkit_context *ctx, const clkit_tma_view *v, void *map);
    the two maps. Only after clkit_tma_map succeeded on this context. */
 clkit_status clkit_tma_set_args(clkit_context *ctx, cl_kernel k, cl_uint first, const void *a_map,
                                 const void *b_map);
+/* Whether wgmma tiles load by the TMA on this context (set up on first use). */
+bool clkit_tma_on(clkit_context *ctx);
 void clkit_tma_release(clkit_context *ctx);
 
 /* ---- tensor checks (tensor.c) ---- */

@@ -112,6 +112,8 @@ static bool tma_ready(clkit_context *ctx)
     return true;
 }
 
+bool clkit_tma_on(clkit_context *ctx) { return tma_ready(ctx); }
+
 void clkit_tma_release(clkit_context *ctx)
 {
     if (ctx->tma) tma_free(ctx->tma);

@@ -118,11 +118,11 @@ for s in $(table "$root/host/ops/matmul.c" wgmma_shapes); do
   done
 done
 # The fused GEMMs of linear + cross-entropy: each tile of host/ops/cross_entropy.c's
-# fused_tiles and its token_tile with each CE epilogue (x k-contiguous times W^T, k-contiguous), f16 and bf16,
+# fused_tiles and its token_tiles with each CE epilogue (x k-contiguous times W^T, k-contiguous), f16 and bf16,
 # plain and with bias and soft-capping, the statistics epilogue also storing the logits (token
 # chunks); wgmma tiles for sm_90a only
 for epi in EPI_CE_STATS EPI_CE_GRAD "EPI_CE_STATS -D CE_STORE"; do
-  for s in $(table "$root/host/ops/cross_entropy.c" fused_tiles) $(table "$root/host/ops/cross_entropy.c" token_tile); do
+  for s in $(table "$root/host/ops/cross_entropy.c" fused_tiles) $(table "$root/host/ops/cross_entropy.c" token_tiles); do
     IFS=, read -r bm bn bk wm wn st wg <<<"$s"
     for sm in $([ "$wg" = 1 ] && echo 90a || echo 80 90); do
       [ "$((st * (bm + bn) * bk * 2))" -le "$(local_limit "$sm")" ] || continue

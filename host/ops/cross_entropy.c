@@ -436,6 +436,7 @@ typedef struct lce {
                                                 for token chunks */
     /* fused: the logits stay in matmul_mma's CE epilogues (tensor cores), in fused_tiles[tile] */
     int fused, tile, slots;    /* slots: column tiles of a row (V / BLOCK_N, rounded up) */
+    const int *token_tile;     /* token_tiles' row for how this context loads tiles */
     bool token_tile_ok;        /* token_tile builds here (else fused_tiles[tile] serves) */
     const int *gemm;           /* the fused GEMMs' tile: fused_tiles[tile] or token_tile */
     scratch ms, sz, zt;        /* the epilogue's per-tile states and target logits */
@@ -685,11 +686,13 @@ static const int fused_tiles[][7] = {
 #define NFUSED ((int)(sizeof fused_tiles / sizeof *fused_tiles))
 
 /* The token chunks' logits GEMM on wgmma (where it builds; else fused_tiles' first): K = D is
-   short there and the epilogue, which also stores the logits, weighs most; measured on an
-   H200 (T 32768, D 384, V 32768, the 14-16 GEMMs of a call): 4.15 ms against 4.93 for
-   128 x 256 (4 stages), 5.24 for 128 x 256 (3), 4.42 for 256 x 128, 5.42 for 128 x 128 at
-   4 stages, 5.28 for 64 x 128. */
-static const int token_tile[7] = {128, 128, 64, 8, 1, 3, 1};
+   short there and the epilogue, which also stores the logits, weighs most. The best tile
+   depends on how the tiles load. Measured on an H200 (T 32768, D 384, V 32768): with the TMA,
+   whole calls, 128 x 256 (4 stages) 8.46 ms against 8.71 for 256 x 128, 9.60 for 128 x 128
+   (3 stages) and 9.94 for 128 x 128 (4); on cp.async, the 14-16 logits GEMMs of a call,
+   128 x 128 (3 stages) 4.15 ms against 4.93 for 128 x 256 (4 stages), 5.24 for 128 x 256 (3),
+   4.42 for 256 x 128, 5.42 for 128 x 128 at 4 stages, 5.28 for 64 x 128. */
+static const int token_tiles[2][7] = {{128, 256, 64, 8, 1, 4, 1}, {128, 128, 64, 8, 1, 3, 1}};
 
 static void fused_config(const int *t, char *buf, size_t n)
 {
@@ -860,7 +863,7 @@ static clkit_status lce_scratch(clkit_context *ctx, lce *l)
 {
     size_t es = clkit_dtype_size(l->dt), t = (size_t)l->c.t;
     bool grads = l->dx || l->dw || l->db, s16 = l->fused || (grads && l->dt != CLKIT_F32);
-    l->gemm = l->token_tile_ok ? token_tile : fused_tiles[l->tile];
+    l->gemm = l->token_tile_ok ? l->token_tile : fused_tiles[l->tile];
     l->slots = (int)((l->c.v + l->gemm[1] - 1) / l->gemm[1]);
     if ((l->tokens = token_rows(&ctx->props, l))) return token_scratch(ctx, l);
     l->gemm = fused_tiles[l->tile];
@@ -1054,7 +1057,8 @@ clkit_status clkit_linear_cross_entropy(clkit_context *ctx, const clkit_tensor *
     lce unfused = l; /* validated, nothing allocated yet */
     int tile = fused_tile(ctx, l.dt);
     l.fused = tile >= 0, l.tile = tile >= 0 ? tile : 0;
-    l.token_tile_ok = l.fused && tile_legal(ctx, l.dt, token_tile);
+    l.token_tile = token_tiles[l.fused && clkit_tma_on(ctx) ? 0 : 1];
+    l.token_tile_ok = l.fused && tile_legal(ctx, l.dt, l.token_tile);
     s = run_linear(ctx, &l, targets, loss);
     release_lce(ctx, &l);
     if (s != CLKIT_ERR_UNSUPPORTED || !l.fused) return s;
