@@ -683,13 +683,17 @@ INLINE void ce_store_row(__global C_T *crow, int n0, int N, const float *z)
     }
 }
 
-#if defined(CE_STORE)
-/* CE_STORE stages the tile's logits in the free ring, after ce_stats' reduction space, when
-   they fit (rows padded by 16 bytes so that the eight rows a warp writes at once fall in
-   different banks), then writes whole 16-byte pieces of rows: the lanes' 4-byte pairs went
-   out as partial sectors of eight rows each. */
+#if defined(CE_STORE) || defined(EPI_CE_GRAD)
+/* CE_STORE's logits and CE_GRAD's gradient are staged in the free ring (after ce_stats'
+   reduction space) when they fit, rows padded by 16 bytes so that the eight rows a warp
+   writes at once fall in different banks, then written as whole 16-byte pieces of rows: the
+   lanes' 4-byte pairs went out as partial sectors of eight rows each. */
 #define CE_ROW_WORDS (BLOCK_N / 2 + 4)
+#if defined(EPI_CE_STATS)
 #define CE_RED_BYTES (WARPS_N * BLOCK_M * 16)
+#else
+#define CE_RED_BYTES 0
+#endif
 #if CE_RED_BYTES + BLOCK_M * CE_ROW_WORDS * 4 <= STAGES * (A_STAGE_BYTES + B_STAGE_BYTES)
 #define CE_STAGED 1
 #endif
@@ -788,9 +792,10 @@ INLINE void ce_stats(float acc[FRAG_M][FRAG_N][4], int2 tile, int wm, int wn, in
     }
 }
 
-/* dloss/dz of one accumulator row of the warp (h: its upper or lower 8 rows) into C. */
-INLINE void ce_grad_row(float acc[FRAG_N][4], int h, __global C_T *crow, int m, int n0, int N,
-                        EPI_CE_DECL)
+/* dloss/dz of one accumulator row of the warp (h: its upper or lower 8 rows) into C's row m,
+   or into row r of the stage at column c0 of the tile. */
+INLINE void ce_grad_row(float acc[FRAG_N][4], int h, __global C_T *C, long c_sm, __local uint *zs,
+                        int r, int m, int n0, int c0, int N, EPI_CE_DECL)
 {
     int y = tgt[m], yk = ce_target_slot(y, v0, n0, N);
     float lse = state[m].x, g[FRAG_N * 2];
@@ -810,7 +815,11 @@ INLINE void ce_grad_row(float acc[FRAG_N][4], int h, __global C_T *crow, int m, 
 #endif
             }
         }
-    ce_store_row(crow, n0, N, g);
+#if defined(CE_STAGED)
+    ce_stage_row(zs, r, c0, g);
+#else
+    ce_store_row(C + (long)m * c_sm, n0, N, g);
+#endif
 }
 #else
 #define EPI_PARAMS
@@ -1145,6 +1154,9 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void matmul_mma(OPE
     barrier(CLK_LOCAL_MEM_FENCE);
     store_staged((__local const float *)as, C, c_sm, c_sn, tile, M, N, tid, alpha, beta, act, slope);
 #else
+#if defined(EPI_CE_GRAD) && defined(CE_STAGED)
+    barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with the ring, which takes the tile */
+#endif
     int m0 = tile.x * BLOCK_M + wm + lane / 4, n0 = tile.y * BLOCK_N + wn + (lane % 4) * 2;
     #pragma unroll
     for (int i = 0; i < FRAG_M; i++)
@@ -1153,7 +1165,8 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void matmul_mma(OPE
             int m = m0 + i * 16 + h * 8;
             if (m >= M) continue;
 #if defined(EPI_CE_GRAD)
-            ce_grad_row(acc[i], h, C + (long)m * c_sm, m, n0, N, EPI_CE_ARGS);
+            ce_grad_row(acc[i], h, C, c_sm, (__local uint *)as, m - tile.x * BLOCK_M, m, n0,
+                        n0 - tile.y * BLOCK_N, N, EPI_CE_ARGS);
 #else
             #pragma unroll
             for (int j = 0; j < FRAG_N; j++)
@@ -1164,6 +1177,10 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void matmul_mma(OPE
                 }
 #endif
         }
+#if defined(EPI_CE_GRAD) && defined(CE_STAGED)
+    barrier(CLK_LOCAL_MEM_FENCE);
+    ce_store_tile((__local const uint *)as, C, c_sm, tile, M, N, tid);
+#endif
 #endif
 }
 #endif
