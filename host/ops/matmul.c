@@ -567,12 +567,13 @@ static clkit_status set_operands(clkit_context *ctx, cl_kernel k, const problem 
                           8, &cc[3], 4, &m, 4, &n, 4, &kk, 4, &alpha, 4, &beta, 4, &act, 4, &slope);
 }
 
-/* The operands' arguments, then the TMA's where the tile takes it; the index of the next. */
+/* The operands' arguments, then the TMA's where the tile takes it; *next (if not NULL) the
+   index of the next. */
 static clkit_status set_all_operands(clkit_context *ctx, cl_kernel k, const problem *pr,
                                      const clkit_tensor *c, cl_uint *next)
 {
     clkit_status s = set_operands(ctx, k, pr, c);
-    *next = pr->tma ? OPERAND_ARGS + 3 : OPERAND_ARGS;
+    if (next) *next = pr->tma ? OPERAND_ARGS + 3 : OPERAND_ARGS;
     if (s || !pr->tma) return s;
     return clkit_tma_set_args(ctx, k, OPERAND_ARGS, pr->tma_maps[0], pr->tma_maps[1]);
 }
@@ -613,15 +614,14 @@ static clkit_status fall_back(clkit_context *ctx, const problem *pr, const clkit
     return launch_clkit(ctx, &rest, &c, out);
 }
 
-/* A TMA program that does not build leaves the TMA off for this context: cp.async from now. */
-static clkit_status tma_fall_back(clkit_context *ctx, const problem *pr, const clkit_config *c,
-                                  const clkit_tensor *out)
+/* A TMA program that does not build leaves the TMA off for this context: cp.async from now,
+   for the call that found it too. */
+static void tma_build_failed(clkit_context *ctx)
 {
     clkit_log(CLKIT_LOG_WARN, "matmul with TMA loads failed to build, using cp.async: %s",
               clkit_last_error(ctx));
     ctx->tma_off = true;
     clkit_clear_error(ctx);
-    return launch_clkit(ctx, pr, c, out);
 }
 
 static clkit_status launch_clkit(clkit_context *ctx, const problem *pr, const clkit_config *c,
@@ -635,11 +635,13 @@ static clkit_status launch_clkit(clkit_context *ctx, const problem *pr, const cl
     char opts[1024];
     build_options(&tp, c, opts, sizeof opts);
     cl_kernel k;
-    cl_uint next;
     clkit_status s = clkit_get_kernel(ctx, "matmul.cl", names[kernel], opts, &k);
-    if (s == CLKIT_ERR_BUILD && tp.tma) return tma_fall_back(ctx, pr, c, out);
+    if (s == CLKIT_ERR_BUILD && tp.tma) {
+        tma_build_failed(ctx);
+        return launch_clkit(ctx, pr, c, out);
+    }
     if (s == CLKIT_ERR_BUILD && kernel == KERNEL_MMA) return fall_back(ctx, pr, c, out);
-    if (s || (s = set_all_operands(ctx, k, &tp, out, &next))) return s;
+    if (s || (s = set_all_operands(ctx, k, &tp, out, NULL))) return s;
     if (kernel == KERNEL_BLOCKED || kernel == KERNEL_MMA) return launch_tiles(ctx, k, pr, c);
     size_t limit = clkit_kernel_wg_limit(ctx, k);
     if (kernel == KERNEL_SKINNY) {
@@ -841,10 +843,7 @@ clkit_status clkit_matmul_epilogue_run(clkit_context *ctx, const clkit_tensor *a
     cl_uint next;
     s = clkit_get_kernel(ctx, "matmul.cl", "matmul_mma", opts, &k);
     if (s == CLKIT_ERR_BUILD && pr.tma) {
-        clkit_log(CLKIT_LOG_WARN, "matmul with TMA loads failed to build, using cp.async: %s",
-                  clkit_last_error(ctx));
-        ctx->tma_off = true;
-        clkit_clear_error(ctx);
+        tma_build_failed(ctx);
         return clkit_matmul_epilogue_run(ctx, a, b, c, opt, e);
     }
     if (s == CLKIT_ERR_BUILD) {
