@@ -998,10 +998,11 @@ INLINE void wg_loop(__local uchar *as, __local uchar *bs, __global const ELEM_T 
 #endif
 
 #if defined(TMA)
-/* The k loop fed by the TMA (-D TMA, set by the host where both operands' tensor maps encode):
-   one thread issues each slice as a few boxes in the layout copy_slice writes, and every warp
-   waits on the slot's mbarrier instead of on its own copies; the refill rule is wg_loop's. */
-#define TMA_PARAMS , __global ulong16 *maps, ulong16 a_map, ulong16 b_map
+/* The k loop fed by the TMA (-D TMA, set by the host for wgmma tiles where the TMA can read
+   both operands): one thread issues each slice as a few boxes in the layout copy_slice
+   writes, and every warp waits on the slot's mbarrier instead of on its own copies; the
+   refill rule is wg_loop's. `maps`: the context's 256 bytes for the call's two tensor maps. */
+#define TMA_PARAMS , __global ulong16 *maps
 
 /* One operand's slice: a K-major tile is one box of its rows, an M- or N-major one a box per
    64-column panel. */
@@ -1046,14 +1047,35 @@ INLINE void tma_loop(__local uchar *as, __local uchar *bs, __global const ulong1
     for (int i = 0; i < BLOCK_N / 2; i++) nv_pin(acc + i);
 }
 
-/* Thread 0 writes the call's maps, with the operands' addresses, into the context's slot and
-   readies one mbarrier a stage. */
-INLINE void tma_setup(__global ulong16 *maps, __local ulong16 *stage, ulong16 a_map, ulong16 b_map,
-                      __global const void *a, __global const void *b, __local ulong *bars, int tid)
+/* One operand's tensor map: rows of `inner` contiguous elements (batches of them where
+   batch_stride is not 0), strides in elements; a size-1 dimension's stride, 0 here, stands in
+   as the dense one. */
+INLINE void tma_map(__global ulong16 *slot, __local ulong16 *stage, __global const void *base, int inner,
+                    int rows, long row_stride, long batch_stride, int box_rows)
+{
+    long rs = row_stride ? row_stride : (inner + CHUNK - 1) / CHUNK * CHUNK;
+    long bs = batch_stride ? batch_stride : rows * rs;
+    nv_tmap_publish(slot, stage, base, (uint)inner, (uint)rows, batch_stride ? (uint)get_num_groups(1) : 1u,
+                    (ulong)rs * ELEM_BYTES, (ulong)bs * ELEM_BYTES, 64, (uint)box_rows);
+}
+
+/* Thread 0 builds the call's maps (tma_operand's boxes) in the context's slot and readies one
+   mbarrier a stage. */
+INLINE void tma_setup(__global ulong16 *maps, __local ulong16 *stage, __global const A_T *A, long a_off,
+                      long a_sb, long a_sm, long a_sk, __global const B_T *B, long b_off, long b_sb,
+                      long b_sk, long b_sn, int M, int N, int K, __local ulong *bars, int tid)
 {
     if (tid == 0) {
-        nv_tmap_publish(maps, stage, a_map, a);
-        nv_tmap_publish(maps + 1, stage + 1, b_map, b);
+#if A_KMAJOR
+        tma_map(maps, stage, A + a_off, K, M, a_sm, a_sb, BLOCK_M);
+#else
+        tma_map(maps, stage, A + a_off, M, K, a_sk, a_sb, BLOCK_K);
+#endif
+#if B_NMAJOR
+        tma_map(maps + 1, stage + 1, B + b_off, N, K, b_sk, b_sb, BLOCK_K);
+#else
+        tma_map(maps + 1, stage + 1, B + b_off, K, N, b_sn, b_sb, BLOCK_N);
+#endif
         for (int s = 0; s < STAGES; s++) nv_mbar_init(bars + s, 1);
         nv_fence_proxy_async();
     }
@@ -1092,7 +1114,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void matmul_mma(OPE
 #if defined(TMA)
     __local ulong bars[STAGES];
     __local ulong16 map_stage[2];
-    tma_setup(maps, map_stage, a_map, b_map, A + a_off, B + b_off, bars, tid);
+    tma_setup(maps, map_stage, A, a_off, a_sb, a_sm, a_sk, B, b_off, b_sb, b_sk, b_sn, M, N, K, bars, tid);
     tma_loop(as, bs, maps, bars, slices, tile.x * BLOCK_M, tile.y * BLOCK_N, a_sb ? (int)batch : 0,
              b_sb ? (int)batch : 0, tid, warp / 4, &acc[0][0][0]);
 #elif defined(WGMMA)

@@ -199,19 +199,37 @@ NV_INLINE ulong nv_wgmma_desc(__local const void *start, uint lead, uint stride)
 /* Hopper's tensor memory accelerator (TMA): one thread copies a whole box of a 2-D or 3-D
    tensor into local memory, written in the 128-byte swizzle wgmma reads, rows and columns past
    the tensor's edge zero-filled; an mbarrier counts the bytes landed. The box's geometry is a
-   128-byte tensor map that the host encodes (host/nv_tma.c) without knowing where OpenCL put
-   the buffer: each work-group writes the operand's address into its copy of the map in local
-   memory, then stores the whole map in global memory, where the copy unit reads it. Every
-   work-group of a call stores the same bytes to the same slot, so a map a work-group is
-   already reading never changes under it (patching the address in global memory would expose
-   the placeholder for a moment). `stage`: 128-byte aligned local memory. Arch-specific
-   (NV_90A), as wgmma. */
-NV_INLINE void nv_tmap_publish(__global ulong16 *slot, __local ulong16 *stage, ulong16 map,
-                               __global const void *base)
+   128-byte tensor map. OpenCL reaches neither the CUDA driver's encoder nor a buffer's
+   address on the host, so the work-group builds the map itself, as Triton's device-side
+   descriptors do: zeroes in local memory, each field written by tensormap.replace, then the
+   whole map stored in global memory, where the copy unit reads it. Every work-group of a call
+   stores the same bytes to the same slot, so a map a work-group already reads never changes
+   under it. A 3-D tensor of 16-bit elements: extents nx (contiguous), ny, nz; strides of y
+   and z in bytes (multiples of 16); boxes of bx x by x 1. `stage`: 128-byte aligned local
+   memory. Arch-specific (NV_90A), as wgmma. */
+NV_INLINE void nv_tmap_publish(__global ulong16 *slot, __local ulong16 *stage, __global const void *base,
+                               uint nx, uint ny, uint nz, ulong sy, ulong sz, uint bx, uint by)
 {
-    *stage = map;
+    *stage = (ulong16)(0);
     __asm__ volatile(NV_90A("tensormap.replace.tile.global_address.shared::cta.b1024.b64 [%0], %1;")
-                     :: "r"(nv_shared(stage)), "l"(base) : "memory");
+                     NV_90A("tensormap.replace.tile.rank.shared::cta.b1024.b32 [%0], 2;")
+                     NV_90A("tensormap.replace.tile.global_dim.shared::cta.b1024.b32 [%0], 0, %2;")
+                     NV_90A("tensormap.replace.tile.global_dim.shared::cta.b1024.b32 [%0], 1, %3;")
+                     NV_90A("tensormap.replace.tile.global_dim.shared::cta.b1024.b32 [%0], 2, %4;")
+                     NV_90A("tensormap.replace.tile.global_stride.shared::cta.b1024.b64 [%0], 0, %5;")
+                     NV_90A("tensormap.replace.tile.global_stride.shared::cta.b1024.b64 [%0], 1, %6;")
+                     NV_90A("tensormap.replace.tile.box_dim.shared::cta.b1024.b32 [%0], 0, %7;")
+                     NV_90A("tensormap.replace.tile.box_dim.shared::cta.b1024.b32 [%0], 1, %8;")
+                     NV_90A("tensormap.replace.tile.box_dim.shared::cta.b1024.b32 [%0], 2, 1;")
+                     NV_90A("tensormap.replace.tile.element_stride.shared::cta.b1024.b32 [%0], 0, 1;")
+                     NV_90A("tensormap.replace.tile.element_stride.shared::cta.b1024.b32 [%0], 1, 1;")
+                     NV_90A("tensormap.replace.tile.element_stride.shared::cta.b1024.b32 [%0], 2, 1;")
+                     NV_90A("tensormap.replace.tile.elemtype.shared::cta.b1024.b32 [%0], 1;") /* u16 */
+                     NV_90A("tensormap.replace.tile.interleave_layout.shared::cta.b1024.b32 [%0], 0;")
+                     NV_90A("tensormap.replace.tile.swizzle_mode.shared::cta.b1024.b32 [%0], 3;") /* 128 B */
+                     NV_90A("tensormap.replace.tile.fill_mode.shared::cta.b1024.b32 [%0], 0;") /* zeros */
+                     :: "r"(nv_shared(stage)), "l"(base), "r"(nx), "r"(ny), "r"(nz), "l"(sy), "l"(sz),
+                        "r"(bx), "r"(by) : "memory");
     #pragma unroll
     for (int i = 0; i < 8; i++) ((__global ulong2 *)slot)[i] = ((__local const ulong2 *)stage)[i];
     __asm__ volatile(NV_90A("fence.proxy.tensormap::generic.release.gpu;") ::: "memory");

@@ -249,6 +249,8 @@ static void query_vendor_props(cl_device_id d, struct clkit_device_props *p, con
         const char *wg = getenv("CLKIT_WGMMA");
         p->wgmma = p->tensor_cores && p->nv_cc_major == 9 && p->nv_cc_minor == 0 &&
                    !(wg && strcmp(wg, "0") == 0);
+        const char *tma = getenv("CLKIT_NV_TMA");
+        p->tma = p->wgmma && !(tma && strcmp(tma, "0") == 0);
     }
     if (strstr(extensions, "cl_amd_device_attribute_query") && p->is_gpu) {
         cl_uint v = 0;
@@ -422,7 +424,7 @@ void clkit_context_release(clkit_context *ctx)
     if (!ctx) return;
     clkit_programs_release(ctx);
     clkit_tuned_release(ctx);
-    clkit_tma_release(ctx);
+    if (ctx->tma_slot) clReleaseMemObject(ctx->tma_slot);
     if (ctx->first_event) clReleaseEvent(ctx->first_event);
     if (ctx->last_event) clReleaseEvent(ctx->last_event);
     if (ctx->queue) clReleaseCommandQueue(ctx->queue);

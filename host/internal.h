@@ -43,8 +43,8 @@ struct clkit_context {
     uint64_t scratch_now, scratch_peak;  /* bytes of scratch buffers held by ops */
     bool fast_path_failed;    /* a tensor-core program failed to build: portable from now on */
     bool wgmma_failed;        /* a wgmma (sm_90a) program failed to build: mma.sync from now on */
-    struct clkit_tma *tma;    /* Hopper's tensor maps (nv_tma.c), set up on first use */
-    bool tma_off;             /* ... or found unavailable: wgmma kernels load by cp.async */
+    cl_mem tma_slot;          /* where wgmma kernels publish their TMA tensor maps (matmul.c) */
+    bool tma_off;             /* a TMA program failed to build: wgmma tiles load by cp.async */
     clkit_tuned_memo tuned;   /* tune_cache.c's parsed tuned.json, reused while unchanged */
     char error[8192];
 };
@@ -128,25 +128,8 @@ clkit_status clkit_matmul_epilogue_run(clkit_context *ctx, const clkit_tensor *a
    this device (operand alignment aside, which clkit_matmul_epilogue_run checks). */
 bool clkit_matmul_tile_legal(const clkit_context *ctx, clkit_dtype dt, const char *config);
 
-/* ---- Hopper's TMA (nv_tma.c) ---- */
-/* A 16-bit operand as the TMA reads it: extents with the contiguous one first, strides in
-   elements, and the box one copy fills (box_inner 64: one 128-byte swizzled row). */
-typedef struct clkit_tma_view {
-    uint64_t inner, rows, batch;
-    uint64_t row_stride, batch_stride;
-    uint32_t box_inner, box_rows;
-} clkit_tma_view;
-
-/* Encodes v's tensor map into map (128 bytes, 64-byte aligned); 0 where the TMA is off on this
-   context or the view is one it cannot describe (the caller then loads by cp.async). */
-int clkit_tma_map(clkit_context *ctx, const clkit_tma_view *v, void *map);
-/* A kernel's TMA_PARAMS (cl/matmul.cl) from argument index `first`: the context's map slot and
-   the two maps. Only after clkit_tma_map succeeded on this context. */
-clkit_status clkit_tma_set_args(clkit_context *ctx, cl_kernel k, cl_uint first, const void *a_map,
-                                const void *b_map);
-/* Whether wgmma tiles load by the TMA on this context (set up on first use). */
-bool clkit_tma_on(clkit_context *ctx);
-void clkit_tma_release(clkit_context *ctx);
+/* Whether wgmma tiles load their operands by the TMA on this context. */
+bool clkit_matmul_tma(const clkit_context *ctx);
 
 /* ---- tensor checks (tensor.c) ---- */
 /* Dtype sets for clkit_check_tensor. */

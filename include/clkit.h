@@ -89,6 +89,8 @@ struct clkit_device_props {
                                     (CLKIT_TENSOR_CORES=0 turns them off) */
     int wgmma;                   /* NVIDIA sm_90 with tensor_cores: 16-bit matmul may take
                                     Hopper's wgmma through sm_90a PTX (CLKIT_WGMMA=0: off) */
+    int tma;                     /* NVIDIA sm_90 with wgmma: its tiles load by Hopper's TMA
+                                    (CLKIT_NV_TMA=0: by cp.async) */
     char amd_gfx[32];            /* "gfx90a", "" when not AMD */
     unsigned simd_per_cu;        /* AMD; 0 when unknown */
     int fp16, fp64, subgroups;

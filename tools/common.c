@@ -86,7 +86,7 @@ const prop_field tool_props[] = {
     FIELD(max_work_group, PROP_SIZE), FIELD(warp, PROP_UNSIGNED),
     FIELD(registers, PROP_UNSIGNED),  FIELD(nv_cc_major, PROP_INT),
     FIELD(nv_cc_minor, PROP_INT),     FIELD(tensor_cores, PROP_INT),
-    FIELD(wgmma, PROP_INT),
+    FIELD(wgmma, PROP_INT),           FIELD(tma, PROP_INT),
     FIELD(amd_gfx, PROP_TEXT),
     FIELD(simd_per_cu, PROP_UNSIGNED), FIELD(fp16, PROP_INT),
     FIELD(fp64, PROP_INT),            FIELD(subgroups, PROP_INT),

@@ -161,8 +161,10 @@ static void print_heuristics(const struct clkit_device_props *dev)
     const char *off = dev->nv_cc_major >= 8 ? "portable kernels (CLKIT_TENSOR_CORES=0)"
                                             : "portable kernels (tensor cores need NVIDIA sm_80 or later)";
     printf("  matmul with f16/bf16 operands: %s\n",
-           dev->wgmma ? "tensor cores (wgmma, sm_90a PTX, operands loaded by the TMA where libcuda.so.1 "
-                        "encodes tensor maps, CLKIT_NV_TMA=0: cp.async; mma.sync if that does not build; "
+           dev->tma ? "tensor cores (wgmma, sm_90a PTX, operands loaded by the TMA; CLKIT_NV_TMA=0: "
+                      "cp.async; mma.sync if that does not build; CLKIT_WGMMA=0: mma.sync) when every "
+                      "operand has a unit-stride dimension and 8-element-aligned strides, else portable kernels"
+           : dev->wgmma ? "tensor cores (wgmma, sm_90a PTX; mma.sync if that does not build; "
                         "CLKIT_WGMMA=0: mma.sync) when every operand has a unit-stride "
                         "dimension and 8-element-aligned strides, else portable kernels"
            : dev->tensor_cores ? "tensor cores (mma.sync) when every operand has a unit-stride "

@@ -22,8 +22,7 @@ typedef struct problem {
     int wgmma; /* ... and may run them on Hopper's wgmma (16-bit operands, sm_90) */
     int tf32; /* f32 operands the caller lets the tensor cores round to TF32 */
     int exact; /* f32 operands the caller keeps off the tensor cores */
-    int tma; /* a wgmma tile loads both operands by the TMA, from these maps (A, B) */
-    _Alignas(64) unsigned char tma_maps[2][128];
+    int tma; /* a wgmma tile loads both operands by the TMA */
 } problem;
 
 clkit_matmul_options clkit_matmul_defaults(void)
@@ -526,29 +525,31 @@ static void build_options(const problem *pr, const clkit_config *c, char *buf, s
              a_kmajor, b_nmajor, va, vb);
 }
 
-/* An operand (rows x inner, inner contiguous) as the TMA reads it, a box of box_rows rows
-   a copy; a size-1 dimension's stride, 0 here, stands in as the dense one. */
-static clkit_tma_view tma_view(int64_t inner, int64_t rows, int64_t row_stride, int64_t batch,
-                               int64_t batch_stride, int box_rows)
+bool clkit_matmul_tma(const clkit_context *ctx)
 {
-    clkit_tma_view v = {(uint64_t)inner, (uint64_t)rows, (uint64_t)(batch_stride ? batch : 1),
-                        (uint64_t)(row_stride ? row_stride : (inner + 7) / 8 * 8),
-                        (uint64_t)batch_stride, 64, (uint32_t)box_rows};
-    return v;
+    return ctx->props.tma && !ctx->wgmma_failed && !ctx->tma_off;
 }
 
-/* Sets pr->tma and the maps where c is a wgmma tile and both operands have a tensor map; the
-   boxes are copy_slice's: a K-major operand's BLOCK rows, else 64-column panels of BLOCK_K. */
-static void tma_prepare(clkit_context *ctx, problem *pr, const clkit_config *c)
+/* The TMA takes strides below 2^40 bytes (and the kernel builds its tensor maps from them). */
+static int tma_strides(const int64_t *s)
 {
-    pr->tma = 0;
-    if (!cfg(c, "WGMMA")) return;
-    int bm = cfg(c, "BLOCK_M"), bn = cfg(c, "BLOCK_N"), bk = cfg(c, "BLOCK_K");
-    clkit_tma_view a = pr->as[1] != 1 ? tma_view(pr->k, pr->m, pr->as[1], pr->batch, pr->as[0], bm)
-                                      : tma_view(pr->m, pr->k, pr->as[2], pr->batch, pr->as[0], bk);
-    clkit_tma_view b = pr->bs[1] != 1 ? tma_view(pr->n, pr->k, pr->bs[1], pr->batch, pr->bs[0], bk)
-                                      : tma_view(pr->k, pr->n, pr->bs[2], pr->batch, pr->bs[0], bn);
-    pr->tma = clkit_tma_map(ctx, &a, pr->tma_maps[0]) && clkit_tma_map(ctx, &b, pr->tma_maps[1]);
+    return (uint64_t)s[0] < (1ull << 39) && (uint64_t)s[1] < (1ull << 39) && (uint64_t)s[2] < (1ull << 39);
+}
+
+/* Sets pr->tma where c is a wgmma tile and the TMA can read both operands. */
+static void tma_prepare(const clkit_context *ctx, problem *pr, const clkit_config *c)
+{
+    pr->tma = cfg(c, "WGMMA") && clkit_matmul_tma(ctx) && tma_strides(pr->as) && tma_strides(pr->bs);
+}
+
+/* The context's 256 bytes where a TMA kernel's work-groups publish its two tensor maps (the
+   queue is in order: no other call's kernel runs meanwhile). */
+static clkit_status tma_slot(clkit_context *ctx, cl_mem *out)
+{
+    cl_int err = CL_SUCCESS;
+    if (!ctx->tma_slot) ctx->tma_slot = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, 256, NULL, &err);
+    *out = ctx->tma_slot;
+    return ctx->tma_slot ? CLKIT_OK : clkit_cl_fail(ctx, err, "clCreateBuffer (TMA tensor maps)");
 }
 
 #define OPERAND_ARGS 22 /* cl/matmul.cl: OPERANDS */
@@ -567,15 +568,16 @@ static clkit_status set_operands(clkit_context *ctx, cl_kernel k, const problem 
                           8, &cc[3], 4, &m, 4, &n, 4, &kk, 4, &alpha, 4, &beta, 4, &act, 4, &slope);
 }
 
-/* The operands' arguments, then the TMA's where the tile takes it; *next (if not NULL) the
-   index of the next. */
+/* The operands' arguments, then the TMA's map slot where the tile takes it; *next (if not
+   NULL) the index of the next. */
 static clkit_status set_all_operands(clkit_context *ctx, cl_kernel k, const problem *pr,
                                      const clkit_tensor *c, cl_uint *next)
 {
     clkit_status s = set_operands(ctx, k, pr, c);
-    if (next) *next = pr->tma ? OPERAND_ARGS + 3 : OPERAND_ARGS;
-    if (s || !pr->tma) return s;
-    return clkit_tma_set_args(ctx, k, OPERAND_ARGS, pr->tma_maps[0], pr->tma_maps[1]);
+    if (next) *next = pr->tma ? OPERAND_ARGS + 1 : OPERAND_ARGS;
+    cl_mem slot;
+    if (s || !pr->tma || (s = tma_slot(ctx, &slot))) return s;
+    return clkit_set_arg(ctx, k, OPERAND_ARGS, sizeof slot, &slot);
 }
 
 static clkit_status launch_clkit(clkit_context *ctx, const problem *pr, const clkit_config *c,
