@@ -1,5 +1,5 @@
-/* Contexts: device choice, the fast-path switches, adopting a host queue, properties, status strings, kernel source
-   override, build errors and profiling. */
+/* Contexts: device choice, the fast-path switches, adopting a host queue, properties, status
+   strings, kernel source override, build errors and profiling. */
 #define _GNU_SOURCE
 #include "util.h"
 
