@@ -483,10 +483,9 @@ def merge(case, clkit_row, measured, fields):
         row["clkit_over_clblast"] = ratio(clkit, row.get("clblast_tflops"))
     else:
         row["clkit_over_torch"] = ratio(clkit, row.get("torch_tflops"))
-        for who in ("clkit", "torch"):
+        for who in CLKIT_COLUMNS[case.table] + PEERS[case.table]:
             row[f"{who}_ms"] = ratio(case.work * 1e-9, row.get(f"{who}_tflops"))
         if case.table == "lce":
-            row["upcast_ms"] = ratio(case.work * 1e-9, row.get("upcast_tflops"))
             row["clkit_over_upcast"] = ratio(clkit, row.get("upcast_tflops"))
             row["clkit_scratch_over_torch_extra"] = ratio(row.get("clkit_scratch_mib"),
                                                           row.get("torch_extra_mib"))
