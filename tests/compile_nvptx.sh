@@ -118,22 +118,25 @@ for s in $(table "$root/host/ops/matmul.c" wgmma_shapes); do
   done
 done
 # The fused GEMMs of linear + cross-entropy: each tile of host/ops/cross_entropy.c's
-# fused_tiles and its token_tiles with each CE epilogue (x k-contiguous times W^T, k-contiguous), f16 and bf16,
+# fused_tiles and its token_tiles (each tile once) with each CE epilogue (x k-contiguous times W^T, k-contiguous), f16 and bf16,
 # plain and with bias and soft-capping, the statistics epilogue also storing the logits (token
-# chunks); wgmma tiles for sm_90a only
+# chunks); wgmma tiles for sm_90a only, loaded by cp.async and by the TMA
 for epi in EPI_CE_STATS EPI_CE_GRAD "EPI_CE_STATS -D CE_STORE"; do
-  for s in $(table "$root/host/ops/cross_entropy.c" fused_tiles) $(table "$root/host/ops/cross_entropy.c" token_tiles); do
+  for s in $({ table "$root/host/ops/cross_entropy.c" fused_tiles; table "$root/host/ops/cross_entropy.c" token_tiles; } | sort -u); do
     IFS=, read -r bm bn bk wm wn st wg <<<"$s"
     for sm in $([ "$wg" = 1 ] && echo 90a || echo 80 90); do
       [ "$((st * (bm + bn) * bk * 2))" -le "$(local_limit "$sm")" ] || continue
       for dt in F16 BF16; do
         for opts in "" "-D CE_BIAS -D CE_CAP"; do
-          # shellcheck disable=SC2046,SC2086 # one flag or none; epi and opts are lists of flags
-          build "lce ${bm}x${bn}x${bk} w${wm}x${wn} s$st $dt $epi $opts" "$sm" matmul.cl -D KERNEL=4 \
-            -D BLOCK_M="$bm" -D BLOCK_N="$bn" -D BLOCK_K="$bk" -D WARPS_M="$wm" -D WARPS_N="$wn" \
-            -D STAGES="$st" -D GROUP_M=8 -D A_DTYPE="$dt" -D B_DTYPE="$dt" -D C_DTYPE="$dt" \
-            -D A_KMAJOR=1 -D B_NMAJOR=0 -D $epi $opts $([ "$dt" = BF16 ] && echo -D MMA_BF16) \
-            $([ "$wg" = 1 ] && echo -D WGMMA=1 -D TMA=1)
+          for tma in "" "-D TMA=1"; do
+            [ "$wg" = 1 ] || [ -z "$tma" ] || continue
+            # shellcheck disable=SC2046,SC2086 # one flag or none; epi, opts and tma are lists of flags
+            build "lce ${bm}x${bn}x${bk} w${wm}x${wn} s$st $dt $epi $opts $tma" "$sm" matmul.cl -D KERNEL=4 \
+              -D BLOCK_M="$bm" -D BLOCK_N="$bn" -D BLOCK_K="$bk" -D WARPS_M="$wm" -D WARPS_N="$wn" \
+              -D STAGES="$st" -D GROUP_M=8 -D A_DTYPE="$dt" -D B_DTYPE="$dt" -D C_DTYPE="$dt" \
+              -D A_KMAJOR=1 -D B_NMAJOR=0 -D $epi $opts $([ "$dt" = BF16 ] && echo -D MMA_BF16) \
+              $([ "$wg" = 1 ] && echo -D WGMMA=1) $tma
+          done
         done
       done
     done
