@@ -632,6 +632,7 @@ INLINE void mma_step(const uint af[FRAG_M][4], const uint bf[FRAG_N][2], float a
     bias, bias_off, bias_stride, tgt, v0, cap, ms, sz, zt, slots, state, smoothing, z_scale, \
         grad_scale, v
 #define EPI_PARAMS , EPI_CE_DECL
+#define EPI_ARGS , EPI_CE_ARGS
 #if defined(EPI_CE_STATS) && WARPS_N * 16 > STAGES * BLOCK_K * ELEM_BYTES
 #error "EPI_CE_STATS reduces in the A ring, which is too small for this tile"
 #endif
@@ -823,6 +824,7 @@ INLINE void ce_grad_row(float acc[FRAG_N][4], int h, __global C_T *C, long c_sm,
 }
 #else
 #define EPI_PARAMS
+#define EPI_ARGS
 #endif
 
 #if !defined(EPI_CE_STATS) && !defined(EPI_CE_GRAD)
@@ -1016,29 +1018,32 @@ INLINE void tma_operand(__local uchar *dst, __global const ulong16 *map, int kma
     for (int p = 0; p < panels; p++) nv_tma_load(dst + p * BLOCK_K * 128, map, row0 + p * 64, k0, z, bar);
 }
 
-/* Both operands' slice into its slot; the slot's mbarrier completes when every byte, the
-   zeros past the edges included, has landed. */
+/* Both operands' slice kt into slot n % STAGES (n: slices this work-group issued before);
+   the slot's mbarrier completes when every byte, the zeros past the edges included, has
+   landed. */
 INLINE void tma_slice(__local uchar *as, __local uchar *bs, __global const ulong16 *maps,
-                      __local ulong *bars, int slice, int m0, int n0, int za, int zb)
+                      __local ulong *bars, uint n, int kt, int m0, int n0, int za, int zb)
 {
-    int slot = slice % STAGES, k0 = slice * BLOCK_K;
+    int slot = n % STAGES, k0 = kt * BLOCK_K;
     nv_mbar_expect(bars + slot, A_STAGE_BYTES + B_STAGE_BYTES);
     tma_operand(as + slot * A_STAGE_BYTES, maps, A_KMAJOR, m0, k0, BLOCK_M / 64, za, bars + slot);
     tma_operand(bs + slot * B_STAGE_BYTES, maps + 1, !B_NMAJOR, n0, k0, BLOCK_N / 64, zb, bars + slot);
 }
 
+/* `done`: slices of earlier tiles, which set where the ring and the mbarriers' phases stand. */
 INLINE void tma_loop(__local uchar *as, __local uchar *bs, __global const ulong16 *maps,
-                     __local ulong *bars, int slices, int m0, int n0, int za, int zb, int tid,
-                     int g, float *acc)
+                     __local ulong *bars, uint done, int slices, int m0, int n0, int za, int zb,
+                     int tid, int g, float *acc)
 {
     if (tid == 0)
-        for (int s = 0; s < STAGES - 2 && s < slices; s++) tma_slice(as, bs, maps, bars, s, m0, n0, za, zb);
+        for (int s = 0; s < STAGES - 2 && s < slices; s++) tma_slice(as, bs, maps, bars, done + s, s, m0, n0, za, zb);
     for (int kt = 0; kt < slices; kt++) {
-        int cur = kt % STAGES;
-        nv_mbar_wait(bars + cur, (uint)(kt / STAGES) & 1);
+        uint n = done + kt;
+        int cur = n % STAGES;
+        nv_mbar_wait(bars + cur, (n / STAGES) & 1);
         barrier(CLK_LOCAL_MEM_FENCE);
         if (tid == 0 && kt + STAGES - 2 < slices)
-            tma_slice(as, bs, maps, bars, kt + STAGES - 2, m0, n0, za, zb);
+            tma_slice(as, bs, maps, bars, n + STAGES - 2, kt + STAGES - 2, m0, n0, za, zb);
         wg_slice(as + cur * A_STAGE_BYTES, bs + cur * B_STAGE_BYTES, g, acc);
         NV_WGMMA_WAIT(1);
     }
@@ -1085,6 +1090,59 @@ INLINE void tma_setup(__global ulong16 *maps, __local ulong16 *stage, __global c
 #define TMA_PARAMS
 #endif
 
+INLINE void zero_acc(float acc[FRAG_M][FRAG_N][4])
+{
+    #pragma unroll
+    for (int i = 0; i < FRAG_M; i++)
+        #pragma unroll
+        for (int j = 0; j < FRAG_N; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f;
+}
+
+/* The tile's accumulators through the epilogue the program was built with (its staging
+   reuses the ring, which every warp has finished reading at the first barrier). */
+INLINE void mma_epilogue(float acc[FRAG_M][FRAG_N][4], int2 tile, int wm, int wn, int lane, int tid,
+                         __local uchar *as, __global C_T *C, long c_sm, long c_sn, int M, int N,
+                         float alpha, float beta, int act, float slope EPI_PARAMS)
+{
+#if defined(EPI_CE_STATS)
+    barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with the ring, which ce_stats reuses */
+    ce_stats(acc, tile, wm, wn, lane, tid, M, N, (__local float4 *)as, C, c_sm, EPI_CE_ARGS);
+#elif defined(C_STAGED)
+    barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with the ring, which takes the tile */
+    stage_acc((__local float *)as, acc, wm + lane / 4, wn + (lane % 4) * 2);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    store_staged((__local const float *)as, C, c_sm, c_sn, tile, M, N, tid, alpha, beta, act, slope);
+#else
+#if defined(EPI_CE_GRAD) && defined(CE_STAGED)
+    barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with the ring, which takes the tile */
+#endif
+    int m0 = tile.x * BLOCK_M + wm + lane / 4, n0 = tile.y * BLOCK_N + wn + (lane % 4) * 2;
+    #pragma unroll
+    for (int i = 0; i < FRAG_M; i++)
+        #pragma unroll
+        for (int h = 0; h < 2; h++) {
+            int m = m0 + i * 16 + h * 8;
+            if (m >= M) continue;
+#if defined(EPI_CE_GRAD)
+            ce_grad_row(acc[i], h, C, c_sm, (__local uint *)as, m - tile.x * BLOCK_M, m, n0,
+                        n0 - tile.y * BLOCK_N, N, EPI_CE_ARGS);
+#else
+            #pragma unroll
+            for (int j = 0; j < FRAG_N; j++)
+                #pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    int n = n0 + j * 8 + e;
+                    if (n < N) epilogue(C, (long)m * c_sm + (long)n * c_sn, acc[i][j][h * 2 + e], alpha, beta, act, slope);
+                }
+#endif
+        }
+#if defined(EPI_CE_GRAD) && defined(CE_STAGED)
+    barrier(CLK_LOCAL_MEM_FENCE);
+    ce_store_tile((__local const uint *)as, C, c_sm, tile, M, N, tid);
+#endif
+#endif
+}
+
 __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void matmul_mma(OPERANDS TMA_PARAMS EPI_PARAMS)
 {
 #if defined(WGMMA)
@@ -1097,27 +1155,40 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void matmul_mma(OPE
 #endif
     __local uchar *bs = as + STAGES * A_STAGE_BYTES;
     long batch = get_group_id(1);
-    int2 tile = tile_coords(get_group_id(0), M, N);
     int tid = get_local_id(0), lane = tid % 32, warp = tid / 32;
     int wm = (warp / WARPS_N) * WARP_M, wn = (warp % WARPS_N) * WARP_N;
-    __global const ELEM_T *a = (__global const ELEM_T *)(A + a_off + batch * a_sb) + (long)tile.x * BLOCK_M * a_sm;
-    __global const ELEM_T *b = (__global const ELEM_T *)(B + b_off + batch * b_sb) + (long)tile.y * BLOCK_N * b_sn;
-    int m_left = M - tile.x * BLOCK_M, n_left = N - tile.y * BLOCK_N;
     int slices = (K + BLOCK_K - 1) / BLOCK_K;
-
+    C += c_off + batch * c_sb;
     float acc[FRAG_M][FRAG_N][4];
-    #pragma unroll
-    for (int i = 0; i < FRAG_M; i++)
-        #pragma unroll
-        for (int j = 0; j < FRAG_N; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f;
 
 #if defined(TMA)
+    /* Persistent: the host launches about a wave of work-groups and each walks the tiles
+       tile_coords orders, one grid apart, so the tensor maps and mbarriers are set up once a
+       work-group and no tile waits for a work-group to start. The ring and the mbarriers'
+       phases run on across tiles. */
     __local ulong bars[STAGES];
     __local ulong16 map_stage[2];
     tma_setup(maps, map_stage, A, a_off, a_sb, a_sm, a_sk, B, b_off, b_sb, b_sk, b_sn, M, N, K, bars, tid);
-    tma_loop(as, bs, maps, bars, slices, tile.x * BLOCK_M, tile.y * BLOCK_N, a_sb ? (int)batch : 0,
-             b_sb ? (int)batch : 0, tid, warp / 4, &acc[0][0][0]);
-#elif defined(WGMMA)
+    int tiles = ((M + BLOCK_M - 1) / BLOCK_M) * ((N + BLOCK_N - 1) / BLOCK_N);
+    uint done = 0;
+    for (int t = get_group_id(0); t < tiles; t += get_num_groups(0), done += slices) {
+        int2 tile = tile_coords(t, M, N);
+        zero_acc(acc);
+        tma_loop(as, bs, maps, bars, done, slices, tile.x * BLOCK_M, tile.y * BLOCK_N,
+                 a_sb ? (int)batch : 0, b_sb ? (int)batch : 0, tid, warp / 4, &acc[0][0][0]);
+        mma_epilogue(acc, tile, wm, wn, lane, tid, as, C, c_sm, c_sn, M, N, alpha, beta, act, slope EPI_ARGS);
+        /* The next tile's copies overwrite what the epilogue staged in the ring: its writes
+           are ordered before the TMA's (another proxy), and every warp is done with it. */
+        nv_fence_proxy_async();
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+#else
+    int2 tile = tile_coords(get_group_id(0), M, N);
+    __global const ELEM_T *a = (__global const ELEM_T *)(A + a_off + batch * a_sb) + (long)tile.x * BLOCK_M * a_sm;
+    __global const ELEM_T *b = (__global const ELEM_T *)(B + b_off + batch * b_sb) + (long)tile.y * BLOCK_N * b_sn;
+    int m_left = M - tile.x * BLOCK_M, n_left = N - tile.y * BLOCK_N;
+    zero_acc(acc);
+#if defined(WGMMA)
     wg_loop(as, bs, a, b, a_sm, a_sk, b_sk, b_sn, slices, m_left, n_left, K, tid, warp / 4, &acc[0][0][0]);
 #else
     /* Every iteration commits one group, empty past the last slice, so that waiting for
@@ -1163,46 +1234,8 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void matmul_mma(OPE
             for (int j = 0; j < FRAG_N; j++) bf[j][0] = bn[j][0], bf[j][1] = bn[j][1];
         }
     }
-
 #endif
-
-    C += c_off + batch * c_sb;
-#if defined(EPI_CE_STATS)
-    barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with the ring, which ce_stats reuses */
-    ce_stats(acc, tile, wm, wn, lane, tid, M, N, (__local float4 *)as, C, c_sm, EPI_CE_ARGS);
-#elif defined(C_STAGED)
-    barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with the ring, which takes the tile */
-    stage_acc((__local float *)as, acc, wm + lane / 4, wn + (lane % 4) * 2);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    store_staged((__local const float *)as, C, c_sm, c_sn, tile, M, N, tid, alpha, beta, act, slope);
-#else
-#if defined(EPI_CE_GRAD) && defined(CE_STAGED)
-    barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with the ring, which takes the tile */
-#endif
-    int m0 = tile.x * BLOCK_M + wm + lane / 4, n0 = tile.y * BLOCK_N + wn + (lane % 4) * 2;
-    #pragma unroll
-    for (int i = 0; i < FRAG_M; i++)
-        #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            int m = m0 + i * 16 + h * 8;
-            if (m >= M) continue;
-#if defined(EPI_CE_GRAD)
-            ce_grad_row(acc[i], h, C, c_sm, (__local uint *)as, m - tile.x * BLOCK_M, m, n0,
-                        n0 - tile.y * BLOCK_N, N, EPI_CE_ARGS);
-#else
-            #pragma unroll
-            for (int j = 0; j < FRAG_N; j++)
-                #pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    int n = n0 + j * 8 + e;
-                    if (n < N) epilogue(C, (long)m * c_sm + (long)n * c_sn, acc[i][j][h * 2 + e], alpha, beta, act, slope);
-                }
-#endif
-        }
-#if defined(EPI_CE_GRAD) && defined(CE_STAGED)
-    barrier(CLK_LOCAL_MEM_FENCE);
-    ce_store_tile((__local const uint *)as, C, c_sm, tile, M, N, tid);
-#endif
+    mma_epilogue(acc, tile, wm, wn, lane, tid, as, C, c_sm, c_sn, M, N, alpha, beta, act, slope EPI_ARGS);
 #endif
 }
 #endif

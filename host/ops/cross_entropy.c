@@ -34,11 +34,16 @@
 #define LCE_BUDGET (64ull << 20)
 #define LCE_COLS 128              /* default chunk widths are multiples of this */
 #define FUSED_COLS 256            /* fused chunks: a multiple of every fused tile's BLOCK_N */
-/* Fused, the gradient chunk may take what the f32 dx accumulator and the per-tile states
-   leave of this (never less than LCE_BUDGET): on an H100, chunks of 2048 instead of 1024
-   columns took T 32768, D 384 from 25.5 to 22.5 ms, and T 8192, D 4096, V 128256 keeps its
-   4096 columns at 224 MiB in all, 4.5 % of torch's extra memory (5 % is the target). */
-#define LCE_FUSED_BUDGET (224ull << 20)
+/* Fused, the chunk scratch (with the f32 dx or dweight sums and the per-tile states) may take
+   half a byte a logit, T x V / 2, within [LCE_FUSED_MIN, LCE_FUSED_MAX]. An unfused call holds
+   about ten bytes a logit (torch's f16 logits, their f32 copy and the f32 gradient: 10.7 and
+   12.0 GiB on the shapes of TARGETS.md), so this stays near 5 % of it. Wider chunks feed the
+   GEMMs longer: on an H200, T 8192, D 4096, V 128256 took 49.7 ms in chunks of 4096 (224 MiB
+   in all), 47.7 in 8192 (288 MiB) and 46.5 in 16384 (416 MiB); T 32768, D 384, V 32768 took
+   8.36 ms in token chunks of 2304 rows (208 MiB), 7.87 in 4096 (320 MiB), 7.39 in 8192
+   (568 MiB). */
+#define LCE_FUSED_MIN (224ull << 20)
+#define LCE_FUSED_MAX (1ull << 30) /* huge calls: their chunks are long GEMMs well before */
 #define DB_COLS 32                /* lce_dbias's work-group, as in the kernel */
 #define DB_ROWS 8
 
@@ -431,6 +436,7 @@ typedef struct lce {
     scratch tgt, wacc, bacc;   /* token chunks: their targets, f32 dweight and dbias sums */
     int dw_splits;             /* token slices of the dweight GEMM (1: one GEMM) */
     int dx_splits;             /* token chunks: vocabulary slices of the dx GEMM */
+    uint64_t budget;           /* fused: bytes of scratch, at most (lce_budget) */
     size_t wg, zwg;            /* zwg: lce_zgrad's */
     cl_kernel stats, grad, dbias, split_sum; /* stats: lce_merge when fused; grad: lce_zgrad
                                                 for token chunks */
@@ -815,7 +821,7 @@ static int64_t token_rows(const struct clkit_device_props *p, const lce *l)
     if (given > 0) return given < t ? given : t;
     if (getenv("CLKIT_LCE_CHUNK")) return 0;
     uint64_t fixed = (l->dw ? (uint64_t)v * (uint64_t)l->d * 4 : 0) + (l->db ? (uint64_t)v * 4 : 0);
-    uint64_t budget = LCE_FUSED_BUDGET / 8 * 7, zrow = (uint64_t)round_up(v, 8) * clkit_dtype_size(l->dt);
+    uint64_t budget = l->budget / 8 * 7, zrow = (uint64_t)round_up(v, 8) * clkit_dtype_size(l->dt);
     if (fixed >= budget) return 0;
     uint64_t per_row = zrow + (uint64_t)l->slots * (l->c.o.label_smoothing > 0.0f ? 12 : 8) + 16 + 4 + 4;
     uint64_t rows = (budget - fixed) / per_row;
@@ -829,9 +835,10 @@ static int64_t token_rows(const struct clkit_device_props *p, const lce *l)
 
 /* Vocabulary slices of a token chunk's dx GEMM (M = rows, N = D, K = V): up to 8 of at least
    2048 entries, for a wave, the partials within the budget's last eighth. */
-static int dx_splits(const struct clkit_device_props *p, int64_t rows, int64_t d, int64_t v)
+static int dx_splits(const struct clkit_device_props *p, int64_t rows, int64_t d, int64_t v,
+                     uint64_t budget)
 {
-    return reduction_splits(p, rows, d, v, 2048, 8, 1, LCE_FUSED_BUDGET / 8);
+    return reduction_splits(p, rows, d, v, 2048, 8, 1, budget / 8);
 }
 
 /* Per token chunk: the logits in the storage dtype (s), per-row states, per-tile states,
@@ -840,7 +847,7 @@ static clkit_status token_scratch(clkit_context *ctx, lce *l)
 {
     size_t rows = (size_t)l->tokens, slots = (size_t)l->slots, v = (size_t)l->c.v;
     l->lds = round_up(l->c.v, 8);
-    l->dx_splits = l->dx ? dx_splits(&ctx->props, l->tokens, l->d, l->c.v) : 1;
+    l->dx_splits = l->dx ? dx_splits(&ctx->props, l->tokens, l->d, l->c.v, l->budget) : 1;
     clkit_status s;
     if ((s = scratch_get(ctx, rows * 4 * sizeof(float), &l->state)) ||
         (s = scratch_get(ctx, rows * (size_t)l->lds * clkit_dtype_size(l->dt), &l->s)) ||
@@ -856,6 +863,12 @@ static clkit_status token_scratch(clkit_context *ctx, lce *l)
     return s;
 }
 
+static uint64_t lce_budget(int64_t t, int64_t v)
+{
+    uint64_t half = (uint64_t)t * (uint64_t)v / 2;
+    return half < LCE_FUSED_MIN ? LCE_FUSED_MIN : half > LCE_FUSED_MAX ? LCE_FUSED_MAX : half;
+}
+
 /* Token chunks where token_rows allows. Else, fused, the chunk gradient in the storage dtype
    is all the chunk scratch (the forward's epilogue only needs its shape); the tile's per-row
    states take T x slots x 8 bytes (12 with label smoothing). */
@@ -865,6 +878,7 @@ static clkit_status lce_scratch(clkit_context *ctx, lce *l)
     bool grads = l->dx || l->dw || l->db, s16 = l->fused || (grads && l->dt != CLKIT_F32);
     l->gemm = l->token_tile_ok ? l->token_tile : fused_tiles[l->tile];
     l->slots = (int)((l->c.v + l->gemm[1] - 1) / l->gemm[1]);
+    l->budget = lce_budget(l->c.t, l->c.v);
     if ((l->tokens = token_rows(&ctx->props, l))) return token_scratch(ctx, l);
     l->gemm = fused_tiles[l->tile];
     l->slots = (int)((l->c.v + l->gemm[1] - 1) / l->gemm[1]);
@@ -872,7 +886,7 @@ static clkit_status lce_scratch(clkit_context *ctx, lce *l)
     size_t acc = l->dx && l->dx->dtype != CLKIT_F32 ? t * (size_t)l->d * sizeof(float) : 0;
     size_t fixed = acc + t * slots * (l->c.o.label_smoothing > 0.0f ? 12 : 8);
     l->chunk = l->fused ? chunk_width(&ctx->props, l->c.t, l->c.v, es,
-                                      fixed + LCE_BUDGET < LCE_FUSED_BUDGET ? LCE_FUSED_BUDGET - fixed : LCE_BUDGET, true)
+                                      fixed + LCE_BUDGET < l->budget ? l->budget - fixed : LCE_BUDGET, true)
                         : chunk_width(&ctx->props, l->c.t, l->c.v, 4 + (s16 ? es : 0), LCE_BUDGET, false);
     l->nchunks = (l->c.v + l->chunk - 1) / l->chunk;
     l->ldz = round_up(l->chunk, 4);

@@ -583,7 +583,25 @@ static clkit_status set_all_operands(clkit_context *ctx, cl_kernel k, const prob
 static clkit_status launch_clkit(clkit_context *ctx, const problem *pr, const clkit_config *c,
                                  const clkit_tensor *out);
 
-/* A tiled kernel (blocked or tensor-core), its arguments set: a work-group a tile. */
+/* Work-groups a batch for the TMA's persistent kernel (tiles of the batch): as many as stay
+   resident together, which the ring's local memory decides (sm_90: 2048 work-items a compute
+   unit), shared among the batches, and never more than the tiles. */
+static int64_t persistent_groups(const struct clkit_device_props *p, const problem *pr,
+                                 const clkit_config *c, int64_t tiles)
+{
+    int wg = cfg(c, "WARPS_M") * cfg(c, "WARPS_N") * 32;
+    uint64_t ring = ring_bytes(cfg(c, "BLOCK_M"), cfg(c, "BLOCK_N"), cfg(c, "BLOCK_K"), cfg(c, "STAGES"),
+                               (int)clkit_dtype_size(pr->a->dtype), 1);
+    uint64_t per_unit = p->local_mem_static / ring, by_threads = (uint64_t)(2048 / wg);
+    if (per_unit > by_threads) per_unit = by_threads;
+    if (per_unit < 1) per_unit = 1;
+    int64_t resident = (int64_t)(per_unit * p->compute_units);
+    int64_t groups = (resident + pr->batch - 1) / pr->batch;
+    return groups < tiles ? groups : tiles;
+}
+
+/* A tiled kernel (blocked or tensor-core), its arguments set: a work-group a tile (for the
+   TMA's persistent kernel, a work-group walks several). */
 static clkit_status launch_tiles(clkit_context *ctx, cl_kernel k, const problem *pr,
                                  const clkit_config *c)
 {
@@ -593,7 +611,9 @@ static clkit_status launch_tiles(clkit_context *ctx, cl_kernel k, const problem 
     size_t limit = clkit_kernel_wg_limit(ctx, k);
     if (wg > limit)
         return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "matmul config needs %zu work-items, kernel allows %zu", wg, limit);
-    size_t global[2] = {(size_t)(ceil_div(pr->m, bm) * ceil_div(pr->n, bn)) * wg, (size_t)pr->batch};
+    int64_t groups = ceil_div(pr->m, bm) * ceil_div(pr->n, bn);
+    if (pr->tma) groups = persistent_groups(&ctx->props, pr, c, groups);
+    size_t global[2] = {(size_t)groups * wg, (size_t)pr->batch};
     size_t local[2] = {wg, 1};
     return clkit_launch(ctx, k, 2, global, local);
 }
