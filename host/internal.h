@@ -128,6 +128,10 @@ clkit_status clkit_matmul_epilogue_run(clkit_context *ctx, const clkit_tensor *a
    this device (operand alignment aside, which clkit_matmul_epilogue_run checks). */
 bool clkit_matmul_tile_legal(const clkit_context *ctx, clkit_dtype dt, const char *config);
 
+/* Work-groups of the tensor-core tile `config` (dtype dt operands) that the device runs at
+   once: a wave, which the TMA's persistent kernel launches and others' grids fill in turn. */
+uint64_t clkit_matmul_resident(const clkit_context *ctx, clkit_dtype dt, const char *config);
+
 /* Whether wgmma tiles load their operands by the TMA on this context. */
 bool clkit_matmul_tma(const clkit_context *ctx);
 

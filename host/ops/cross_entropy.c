@@ -464,30 +464,56 @@ static void release_lce(clkit_context *ctx, lce *l)
     scratch_put(ctx, &l->bacc);
 }
 
+/* Waves of the logits GEMMs over the vocabulary in chunks of w columns: each chunk's grid of
+   BLOCK_M x BLOCK_N tiles over T rows runs `resident` work-groups at a time. */
+static int64_t chunk_waves(int64_t t, int64_t v, int64_t w, const int *tile, int64_t resident)
+{
+    int64_t rows = (t + tile[0] - 1) / tile[0], waves = 0;
+    for (int64_t v0 = 0; v0 < v; v0 += w) {
+        int64_t n = v - v0 < w ? v - v0 : w;
+        waves += (rows * ((n + tile[1] - 1) / tile[1]) + resident - 1) / resident;
+    }
+    return waves;
+}
+
+/* Of the widths from w / 2 to w in steps of FUSED_COLS, the widest whose chunks' GEMMs take
+   the fewest waves: a chunk's last wave may leave most compute units idle. On an H200 (132
+   units), T 8192, D 4096, V 128256 took 46.3 ms in chunks of 16384 (250 waves) and 45.9 in
+   16896 (243, as many as the whole grid would); 8448 (243 too) took 46.7, so narrower chunks
+   cost more than their waves. */
+static int64_t wave_width(int64_t t, int64_t v, int64_t w, const int *tile, int64_t resident)
+{
+    int64_t best = w, fewest = chunk_waves(t, v, w, tile, resident);
+    for (int64_t c = w - FUSED_COLS; c >= w / 2 && c >= FUSED_COLS; c -= FUSED_COLS) {
+        int64_t waves = chunk_waves(t, v, c, tile, resident);
+        if (waves < fewest) best = c, fewest = waves;
+    }
+    return best;
+}
+
 /* Columns per chunk: $CLKIT_LCE_CHUNK when set to a positive count, else the most whose
    scratch (T x chunk f32 logits, plus the gradient in the storage dtype when it cannot
    overwrite them; fused: the gradient alone) fits min(budget, max_alloc / 2), a multiple of
-   LCE_COLS (fused: FUSED_COLS) and at least that; never more than V. Fused, the default is a
-   power of two (a ragged last chunk cost T 32768, V 32768 2 ms at 2304 columns against 2048)
-   and a given count is rounded down to a multiple of FUSED_COLS too, which the epilogue's
-   slots need. */
+   LCE_COLS (fused: FUSED_COLS, which the epilogue's slots need, also for a given count) and at
+   least that; never more than V. Fused (tile: the GEMMs' BLOCK_M, BLOCK_N, `resident` at
+   once), the default is wave_width's. */
 static int64_t chunk_width(const struct clkit_device_props *p, int64_t t, int64_t v,
-                           uint64_t bytes_per_logit, uint64_t budget, bool fused)
+                           uint64_t bytes_per_logit, uint64_t budget, const int *tile, int64_t resident)
 {
-    int64_t cols = fused ? FUSED_COLS : LCE_COLS;
+    int64_t cols = tile ? FUSED_COLS : LCE_COLS;
     const char *env = getenv("CLKIT_LCE_CHUNK");
     int64_t w = env ? atoll(env) : 0;
     bool given = w > 0;
     if (!given) {
         if (p->max_alloc / 2 < budget) budget = p->max_alloc / 2;
         w = (int64_t)(budget / ((uint64_t)t * bytes_per_logit));
-        if (fused && w > 0) w = (int64_t)pow2_floor((size_t)w);
     }
-    if (!given || fused) {
+    if (!given || tile) {
         w = w / cols * cols;
         if (w < cols) w = cols;
     }
-    return w < v ? w : v;
+    if (w >= v) return v;
+    return tile && !given ? wave_width(t, v, w, tile, resident) : w;
 }
 
 static clkit_tensor matrix(cl_mem buf, clkit_dtype dt, int64_t offset_elems, int64_t rows,
@@ -885,9 +911,15 @@ static clkit_status lce_scratch(clkit_context *ctx, lce *l)
     size_t slots = (size_t)l->slots;
     size_t acc = l->dx && l->dx->dtype != CLKIT_F32 ? t * (size_t)l->d * sizeof(float) : 0;
     size_t fixed = acc + t * slots * (l->c.o.label_smoothing > 0.0f ? 12 : 8);
-    l->chunk = l->fused ? chunk_width(&ctx->props, l->c.t, l->c.v, es,
-                                      fixed + LCE_BUDGET < l->budget ? l->budget - fixed : LCE_BUDGET, true)
-                        : chunk_width(&ctx->props, l->c.t, l->c.v, 4 + (s16 ? es : 0), LCE_BUDGET, false);
+    if (l->fused) {
+        char config[160];
+        fused_config(l->gemm, config, sizeof config);
+        uint64_t budget = fixed + LCE_BUDGET < l->budget ? l->budget - fixed : LCE_BUDGET;
+        l->chunk = chunk_width(&ctx->props, l->c.t, l->c.v, es, budget, l->gemm,
+                               (int64_t)clkit_matmul_resident(ctx, l->dt, config));
+    } else {
+        l->chunk = chunk_width(&ctx->props, l->c.t, l->c.v, 4 + (s16 ? es : 0), LCE_BUDGET, NULL, 0);
+    }
     l->nchunks = (l->c.v + l->chunk - 1) / l->chunk;
     l->ldz = round_up(l->chunk, 4);
     l->lds = s16 ? round_up(l->chunk, 8) : l->ldz;

@@ -583,20 +583,25 @@ static clkit_status set_all_operands(clkit_context *ctx, cl_kernel k, const prob
 static clkit_status launch_clkit(clkit_context *ctx, const problem *pr, const clkit_config *c,
                                  const clkit_tensor *out);
 
-/* Work-groups a batch for the TMA's persistent kernel (tiles of the batch): as many as stay
-   resident together, which the ring's local memory decides (sm_90: 2048 work-items a compute
-   unit), shared among the batches, and never more than the tiles. */
-static int64_t persistent_groups(const struct clkit_device_props *p, const problem *pr,
-                                 const clkit_config *c, int64_t tiles)
+/* Work-groups of a tensor-core tile that a compute unit holds at once: as many rings as its
+   local memory takes (sm_90: 2048 work-items a compute unit), at least one. */
+static uint64_t mma_per_unit(const struct clkit_device_props *p, const clkit_config *c, int elem)
 {
     int wg = cfg(c, "WARPS_M") * cfg(c, "WARPS_N") * 32;
     uint64_t ring = ring_bytes(cfg(c, "BLOCK_M"), cfg(c, "BLOCK_N"), cfg(c, "BLOCK_K"), cfg(c, "STAGES"),
-                               (int)clkit_dtype_size(pr->a->dtype), 1);
+                               elem, cfg(c, "WGMMA"));
     uint64_t per_unit = p->local_mem_static / ring, by_threads = (uint64_t)(2048 / wg);
     if (per_unit > by_threads) per_unit = by_threads;
-    if (per_unit < 1) per_unit = 1;
-    int64_t resident = (int64_t)(per_unit * p->compute_units);
-    int64_t groups = (resident + pr->batch - 1) / pr->batch;
+    return per_unit < 1 ? 1 : per_unit;
+}
+
+/* Work-groups a batch for the TMA's persistent kernel (tiles of the batch): as many as stay
+   resident together, shared among the batches, never more than the tiles. */
+static int64_t persistent_groups(const struct clkit_device_props *p, const problem *pr,
+                                 const clkit_config *c, int64_t tiles)
+{
+    uint64_t resident = mma_per_unit(p, c, (int)clkit_dtype_size(pr->a->dtype)) * p->compute_units;
+    int64_t groups = ((int64_t)resident + pr->batch - 1) / pr->batch;
     return groups < tiles ? groups : tiles;
 }
 
@@ -839,6 +844,13 @@ bool clkit_matmul_tile_legal(const clkit_context *ctx, clkit_dtype dt, const cha
     clkit_config c;
     return clkit_config_parse(config, &c) == 0 && cfg(&c, "KERNEL") == KERNEL_MMA &&
            mma_legal(&ctx->props, &pr, &c);
+}
+
+uint64_t clkit_matmul_resident(const clkit_context *ctx, clkit_dtype dt, const char *config)
+{
+    clkit_config c;
+    if (clkit_config_parse(config, &c) || cfg(&c, "KERNEL") != KERNEL_MMA) return ctx->props.compute_units;
+    return mma_per_unit(&ctx->props, &c, (int)clkit_dtype_size(dt)) * ctx->props.compute_units;
 }
 
 clkit_status clkit_matmul_epilogue_run(clkit_context *ctx, const clkit_tensor *a,
