@@ -684,41 +684,59 @@ INLINE void ce_store_row(__global C_T *crow, int n0, int N, const float *z)
     }
 }
 
-#if defined(CE_STORE) || defined(EPI_CE_GRAD)
-/* CE_STORE's logits and CE_GRAD's gradient are staged in the free ring (after ce_stats'
-   reduction space) when they fit, rows padded by 16 bytes so that the eight rows a warp
-   writes at once fall in different banks, then written as whole 16-byte pieces of rows: the
-   lanes' 4-byte pairs went out as partial sectors of eight rows each. */
-#define CE_ROW_WORDS (BLOCK_N / 2 + 4)
 #if defined(EPI_CE_STATS)
 #define CE_RED_BYTES (WARPS_N * BLOCK_M * 16)
 #else
 #define CE_RED_BYTES 0
 #endif
-#if CE_RED_BYTES + BLOCK_M * CE_ROW_WORDS * 4 <= STAGES * (A_STAGE_BYTES + B_STAGE_BYTES)
+#define CE_ROW_WORDS (BLOCK_N / 2)
+/* TMA_FLOW: the TMA loads of a persistent work-group's next tile start while its epilogue
+   runs. Ring slots hold whole slices, so the epilogue gets the two slots no copy is filling
+   then (the A part of one for ce_stats' reduction, the B parts of both for half a staged
+   tile each), which needs BLOCK_M <= 2 BLOCK_K. */
+#if defined(TMA) && CE_RED_BYTES <= A_STAGE_BYTES && BLOCK_M / 2 * CE_ROW_WORDS * 4 <= B_STAGE_BYTES
+#define TMA_FLOW 1
+#endif
+#if defined(CE_STORE) || defined(EPI_CE_GRAD)
+/* CE_STORE's logits and CE_GRAD's gradient are staged in the free ring (TMA_FLOW's slots, else
+   after ce_stats' reduction space) when they fit, then written as whole 16-byte pieces of
+   rows: the lanes' 4-byte pairs went out as partial sectors of eight rows each. A row's
+   pieces are XOR-swizzled by the row, so that the eight rows a warp writes at once fall in
+   different banks. */
+#if defined(TMA_FLOW) || CE_RED_BYTES + BLOCK_M * CE_ROW_WORDS * 4 <= STAGES * (A_STAGE_BYTES + B_STAGE_BYTES)
 #define CE_STAGED 1
 #endif
 #endif
 
 #if defined(CE_STAGED)
-/* A lane's values of one row of the tile (row r, columns c0 + 8 j, + 1) into the stage. */
-INLINE void ce_stage_row(__local uint *zs, int r, int c0, const float *z)
+/* Row r of the stage: the first BLOCK_M / 2 rows from zs0, the rest from zs1. */
+INLINE __local uint *ce_row(__local uint *zs0, __local uint *zs1, int r)
 {
+    return r < BLOCK_M / 2 ? zs0 + r * CE_ROW_WORDS : zs1 + (r - BLOCK_M / 2) * CE_ROW_WORDS;
+}
+
+/* Word w of row r: its 16-byte piece swizzled. */
+INLINE int ce_word(int r, int w) { return ((w / 4) ^ (r % 8)) * 4 + w % 4; }
+
+/* A lane's values of one row of the tile (row r, columns c0 + 8 j, + 1) into the stage. */
+INLINE void ce_stage_row(__local uint *zs0, __local uint *zs1, int r, int c0, const float *z)
+{
+    __local uint *row = ce_row(zs0, zs1, r);
     #pragma unroll
-    for (int j = 0; j < FRAG_N; j++) zs[r * CE_ROW_WORDS + (c0 + j * 8) / 2] = CE_PACK(z[j * 2], z[j * 2 + 1]);
+    for (int j = 0; j < FRAG_N; j++) row[ce_word(r, (c0 + j * 8) / 2)] = CE_PACK(z[j * 2], z[j * 2 + 1]);
 }
 
 /* The staged tile into C's rows: 16 bytes a work-item at a time, element by element only
    where a piece crosses N. */
-INLINE void ce_store_tile(__local const uint *zs, __global C_T *C, long c_sm, int2 tile, int M,
-                          int N, int tid)
+INLINE void ce_store_tile(__local uint *zs0, __local uint *zs1, __global C_T *C, long c_sm, int2 tile,
+                          int M, int N, int tid)
 {
     __global ushort *c16 = (__global ushort *)C;
     for (int i = tid; i < BLOCK_M * (BLOCK_N / 8); i += MMA_WG) {
         int r = i / (BLOCK_N / 8), q = i % (BLOCK_N / 8);
         int m = tile.x * BLOCK_M + r, n = tile.y * BLOCK_N + q * 8;
         if (m >= M || n >= N) continue;
-        __local const uint *src = zs + r * CE_ROW_WORDS + q * 4;
+        __local const uint *src = ce_row(zs0, zs1, r) + ce_word(r, q * 4);
         __global ushort *dst = c16 + (long)m * c_sm + n;
         if (n + 8 <= N) {
             *(__global uint4 *)dst = *(__local const uint4 *)src;
@@ -743,8 +761,8 @@ INLINE int ce_target_slot(int y, long v0, int n0, int N)
 /* The tile's (m, s, sz) per row: a lane's own columns, then the four lanes of a row by
    shuffles, then the WARPS_N warps of a row through local memory, in a fixed order. */
 INLINE void ce_stats(float acc[FRAG_M][FRAG_N][4], int2 tile, int wm, int wn, int lane, int tid,
-                     int M, int N, __local float4 *red, __global C_T *C, long c_sm,
-                     EPI_CE_DECL)
+                     int M, int N, __local float4 *red, __local uint *zs0, __local uint *zs1,
+                     __global C_T *C, long c_sm, EPI_CE_DECL)
 {
     int m0 = tile.x * BLOCK_M + wm + lane / 4, n0 = tile.y * BLOCK_N + wn + (lane % 4) * 2;
     #pragma unroll
@@ -764,8 +782,7 @@ INLINE void ce_stats(float acc[FRAG_M][FRAG_N][4], int2 tile, int wm, int wn, in
                 }
             if (yk >= 0) zt[m] = zy;
 #if defined(CE_STAGED)
-            ce_stage_row((__local uint *)((__local uchar *)red + CE_RED_BYTES), m - tile.x * BLOCK_M,
-                         n0 - tile.y * BLOCK_N, z);
+            ce_stage_row(zs0, zs1, m - tile.x * BLOCK_M, n0 - tile.y * BLOCK_N, z);
 #elif defined(CE_STORE)
             if (m < M) ce_store_row(C + (long)m * c_sm, n0, N, z);
 #endif
@@ -779,8 +796,7 @@ INLINE void ce_stats(float acc[FRAG_M][FRAG_N][4], int2 tile, int wm, int wn, in
         }
     barrier(CLK_LOCAL_MEM_FENCE);
 #if defined(CE_STAGED)
-    ce_store_tile((__local const uint *)((__local const uchar *)red + CE_RED_BYTES), C, c_sm, tile, M,
-                  N, tid);
+    ce_store_tile(zs0, zs1, C, c_sm, tile, M, N, tid);
 #endif
     long slot = (v0 + tile.y * BLOCK_N) / BLOCK_N;
     for (int r = tid; r < BLOCK_M; r += MMA_WG) {
@@ -795,8 +811,8 @@ INLINE void ce_stats(float acc[FRAG_M][FRAG_N][4], int2 tile, int wm, int wn, in
 
 /* dloss/dz of one accumulator row of the warp (h: its upper or lower 8 rows) into C's row m,
    or into row r of the stage at column c0 of the tile. */
-INLINE void ce_grad_row(float acc[FRAG_N][4], int h, __global C_T *C, long c_sm, __local uint *zs,
-                        int r, int m, int n0, int c0, int N, EPI_CE_DECL)
+INLINE void ce_grad_row(float acc[FRAG_N][4], int h, __global C_T *C, long c_sm, __local uint *zs0,
+                        __local uint *zs1, int r, int m, int n0, int c0, int N, EPI_CE_DECL)
 {
     int y = tgt[m], yk = ce_target_slot(y, v0, n0, N);
     float lse = state[m].x, g[FRAG_N * 2];
@@ -817,7 +833,7 @@ INLINE void ce_grad_row(float acc[FRAG_N][4], int h, __global C_T *C, long c_sm,
             }
         }
 #if defined(CE_STAGED)
-    ce_stage_row(zs, r, c0, g);
+    ce_stage_row(zs0, zs1, r, c0, g);
 #else
     ce_store_row(C + (long)m * c_sm, n0, N, g);
 #endif
@@ -1030,20 +1046,58 @@ INLINE void tma_slice(__local uchar *as, __local uchar *bs, __global const ulong
     tma_operand(bs + slot * B_STAGE_BYTES, maps + 1, !B_NMAJOR, n0, k0, BLOCK_N / 64, zb, bars + slot);
 }
 
-/* `done`: slices of earlier tiles, which set where the ring and the mbarriers' phases stand. */
-INLINE void tma_loop(__local uchar *as, __local uchar *bs, __global const ulong16 *maps,
-                     __local ulong *bars, uint done, int slices, int m0, int n0, int za, int zb,
-                     int tid, int g, float *acc)
+/* A persistent work-group's walk: its tiles one grid apart from tile `first`, `slices` slices
+   each. The cursor (thread 0's alone) is where its next copy goes: slice kt of tile t, whose
+   corner is (m0, n0), and slice n of the walk, which picks the slot. */
+typedef struct tma_walk {
+    int first, tiles, slices, za, zb, M, N;
+} tma_walk;
+
+typedef struct tma_cursor {
+    uint n;
+    int t, kt, m0, n0;
+} tma_cursor;
+
+INLINE void tma_seek(tma_cursor *c, const tma_walk *w, int t)
 {
+    c->t = t, c->kt = 0;
+    if (t >= w->tiles) return;
+    int2 tile = tile_coords(t, w->M, w->N);
+    c->m0 = tile.x * BLOCK_M, c->n0 = tile.y * BLOCK_N;
+}
+
+/* The cursor's slice into its slot, then the cursor on; nothing past the last tile. */
+INLINE void tma_next(__local uchar *as, __local uchar *bs, __global const ulong16 *maps,
+                     __local ulong *bars, const tma_walk *w, tma_cursor *c)
+{
+    if (c->t >= w->tiles) return;
+    tma_slice(as, bs, maps, bars, c->n, c->kt, c->m0, c->n0, w->za, w->zb);
+    c->n++;
+    if (++c->kt == w->slices) tma_seek(c, w, c->t + (int)get_num_groups(0));
+}
+
+/* The k loop of the tile whose first slice is slice `done` of the walk. Without TMA_FLOW it
+   issues its own first STAGES - 2 slices and refills only within the tile; with it the
+   refills run on into the next tile's slices, which the epilogue's slots leave alone. */
+INLINE void tma_loop(__local uchar *as, __local uchar *bs, __global const ulong16 *maps,
+                     __local ulong *bars, const tma_walk *w, tma_cursor *c, uint done, int tid, int g,
+                     float *acc)
+{
+    int slices = w->slices;
+#if !defined(TMA_FLOW)
     if (tid == 0)
-        for (int s = 0; s < STAGES - 2 && s < slices; s++) tma_slice(as, bs, maps, bars, done + s, s, m0, n0, za, zb);
+        for (int s = 0; s < STAGES - 2 && s < slices; s++) tma_next(as, bs, maps, bars, w, c);
+#endif
     for (int kt = 0; kt < slices; kt++) {
         uint n = done + kt;
         int cur = n % STAGES;
         nv_mbar_wait(bars + cur, (n / STAGES) & 1);
         barrier(CLK_LOCAL_MEM_FENCE);
-        if (tid == 0 && kt + STAGES - 2 < slices)
-            tma_slice(as, bs, maps, bars, n + STAGES - 2, kt + STAGES - 2, m0, n0, za, zb);
+#if defined(TMA_FLOW)
+        if (tid == 0) tma_next(as, bs, maps, bars, w, c);
+#else
+        if (tid == 0 && kt + STAGES - 2 < slices) tma_next(as, bs, maps, bars, w, c);
+#endif
         wg_slice(as + cur * A_STAGE_BYTES, bs + cur * B_STAGE_BYTES, g, acc);
         NV_WGMMA_WAIT(1);
     }
@@ -1099,14 +1153,23 @@ INLINE void zero_acc(float acc[FRAG_M][FRAG_N][4])
 }
 
 /* The tile's accumulators through the epilogue the program was built with (its staging
-   reuses the ring, which every warp has finished reading at the first barrier). */
+   reuses the ring, which every warp has finished reading at the first barrier; with
+   TMA_FLOW only slots f0 and f1). */
 INLINE void mma_epilogue(float acc[FRAG_M][FRAG_N][4], int2 tile, int wm, int wn, int lane, int tid,
-                         __local uchar *as, __global C_T *C, long c_sm, long c_sn, int M, int N,
-                         float alpha, float beta, int act, float slope EPI_PARAMS)
+                         __local uchar *as, __local uchar *bs, int f0, int f1, __global C_T *C,
+                         long c_sm, long c_sn, int M, int N, float alpha, float beta, int act,
+                         float slope EPI_PARAMS)
 {
+#if defined(TMA_FLOW)
+    __local float4 *red = (__local float4 *)(as + f0 * A_STAGE_BYTES);
+    __local uint *zs0 = (__local uint *)(bs + f0 * B_STAGE_BYTES), *zs1 = (__local uint *)(bs + f1 * B_STAGE_BYTES);
+#elif defined(EPI_CE_STATS) || defined(EPI_CE_GRAD)
+    __local float4 *red = (__local float4 *)as;
+    __local uint *zs0 = (__local uint *)(as + CE_RED_BYTES), *zs1 = zs0 + BLOCK_M / 2 * CE_ROW_WORDS;
+#endif
 #if defined(EPI_CE_STATS)
     barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with the ring, which ce_stats reuses */
-    ce_stats(acc, tile, wm, wn, lane, tid, M, N, (__local float4 *)as, C, c_sm, EPI_CE_ARGS);
+    ce_stats(acc, tile, wm, wn, lane, tid, M, N, red, zs0, zs1, C, c_sm, EPI_CE_ARGS);
 #elif defined(C_STAGED)
     barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with the ring, which takes the tile */
     stage_acc((__local float *)as, acc, wm + lane / 4, wn + (lane % 4) * 2);
@@ -1124,8 +1187,8 @@ INLINE void mma_epilogue(float acc[FRAG_M][FRAG_N][4], int2 tile, int wm, int wn
             int m = m0 + i * 16 + h * 8;
             if (m >= M) continue;
 #if defined(EPI_CE_GRAD)
-            ce_grad_row(acc[i], h, C, c_sm, (__local uint *)as, m - tile.x * BLOCK_M, m, n0,
-                        n0 - tile.y * BLOCK_N, N, EPI_CE_ARGS);
+            ce_grad_row(acc[i], h, C, c_sm, zs0, zs1, m - tile.x * BLOCK_M, m, n0, n0 - tile.y * BLOCK_N,
+                        N, EPI_CE_ARGS);
 #else
             #pragma unroll
             for (int j = 0; j < FRAG_N; j++)
@@ -1138,7 +1201,7 @@ INLINE void mma_epilogue(float acc[FRAG_M][FRAG_N][4], int2 tile, int wm, int wn
         }
 #if defined(EPI_CE_GRAD) && defined(CE_STAGED)
     barrier(CLK_LOCAL_MEM_FENCE);
-    ce_store_tile((__local const uint *)as, C, c_sm, tile, M, N, tid);
+    ce_store_tile(zs0, zs1, C, c_sm, tile, M, N, tid);
 #endif
 #endif
 }
@@ -1169,18 +1232,31 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void matmul_mma(OPE
     __local ulong bars[STAGES];
     __local ulong16 map_stage[2];
     tma_setup(maps, map_stage, A, a_off, a_sb, a_sm, a_sk, B, b_off, b_sb, b_sk, b_sn, M, N, K, bars, tid);
-    int tiles = ((M + BLOCK_M - 1) / BLOCK_M) * ((N + BLOCK_N - 1) / BLOCK_N);
+    tma_walk w = {get_group_id(0), ((M + BLOCK_M - 1) / BLOCK_M) * ((N + BLOCK_N - 1) / BLOCK_N), slices,
+                  a_sb ? (int)batch : 0, b_sb ? (int)batch : 0, M, N};
+    tma_cursor c = {0};
+    tma_seek(&c, &w, w.first);
+#if defined(TMA_FLOW)
+    if (tid == 0)
+        for (int s = 0; s < STAGES - 2; s++) tma_next(as, bs, maps, bars, &w, &c);
+#endif
     uint done = 0;
-    for (int t = get_group_id(0); t < tiles; t += get_num_groups(0), done += slices) {
+    for (int t = w.first; t < w.tiles; t += get_num_groups(0), done += slices) {
         int2 tile = tile_coords(t, M, N);
         zero_acc(acc);
-        tma_loop(as, bs, maps, bars, done, slices, tile.x * BLOCK_M, tile.y * BLOCK_N,
-                 a_sb ? (int)batch : 0, b_sb ? (int)batch : 0, tid, warp / 4, &acc[0][0][0]);
-        mma_epilogue(acc, tile, wm, wn, lane, tid, as, C, c_sm, c_sn, M, N, alpha, beta, act, slope EPI_ARGS);
-        /* The next tile's copies overwrite what the epilogue staged in the ring: its writes
-           are ordered before the TMA's (another proxy), and every warp is done with it. */
+        tma_loop(as, bs, maps, bars, &w, &c, done, tid, warp / 4, &acc[0][0][0]);
+        /* The slots of the tile's last two slices: no copy fills them until the next tile's
+           first barrier. */
+        uint last = done + slices - 1;
+        mma_epilogue(acc, tile, wm, wn, lane, tid, as, bs, last % STAGES, (last + STAGES - 1) % STAGES, C,
+                     c_sm, c_sn, M, N, alpha, beta, act, slope EPI_ARGS);
+        /* Copies will overwrite what the epilogue staged: its writes are ordered before the
+           TMA's (another proxy), and (without TMA_FLOW, whose next barrier does it) every warp
+           is done with it. */
         nv_fence_proxy_async();
+#if !defined(TMA_FLOW)
         barrier(CLK_LOCAL_MEM_FENCE);
+#endif
     }
 #else
     int2 tile = tile_coords(get_group_id(0), M, N);
@@ -1235,7 +1311,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void matmul_mma(OPE
         }
     }
 #endif
-    mma_epilogue(acc, tile, wm, wn, lane, tid, as, C, c_sm, c_sn, M, N, alpha, beta, act, slope EPI_ARGS);
+    mma_epilogue(acc, tile, wm, wn, lane, tid, as, bs, 0, 0, C, c_sm, c_sn, M, N, alpha, beta, act, slope EPI_ARGS);
 #endif
 }
 #endif
