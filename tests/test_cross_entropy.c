@@ -843,6 +843,26 @@ START_TEST(linear_many_tiles)
 }
 END_TEST
 
+/* NVIDIA's TMA path: GEMMs of more tiles than work-groups run at once, so that each
+   persistent work-group walks several and its copies of the next tile overlap the CE
+   epilogues, with K = D of one slice and of a ragged few, by token chunks and by vocabulary
+   chunks. Elsewhere linear_many_tiles covers these routes. */
+START_TEST(linear_persistent_walk)
+{
+    clkit_context *ctx = tu_ctx();
+    struct clkit_device_props props;
+    TU_CHECK(clkit_device_props(ctx, &props));
+    static const char *chunks[] = {NULL, "2304"};
+    for (int i = 0; i < 4 && props.tma; i++) {
+        lce_case c = lce_basic(float_dtypes[1 + i % 2], 2100, (i + i / 2) % 2 ? 136 : 64, 4500);
+        c.chunk = chunks[i / 2];
+        c.o.softcap = i % 2 ? 5.0f : 0.0f;
+        lce_check(ctx, &c, "persistent walk");
+    }
+    clkit_context_release(ctx);
+}
+END_TEST
+
 /* Token chunks (on the tensor cores; elsewhere the vocabulary chunks serve the same calls):
    several with a ragged last under every option, each gradient alone, and a vocabulary wide
    enough that each chunk's dx GEMM is split over vocabulary slices. */
@@ -1088,6 +1108,7 @@ int main(void)
     tcase_add_test(tc, linear_split_dweight);
     tcase_add_test(tc, linear_many_tiles);
     tcase_add_test(tc, linear_token_chunks);
+    tcase_add_test(tc, linear_persistent_walk);
     tcase_add_test(tc, linear_memory_and_determinism);
     tcase_add_test(tc, linear_finite_differences);
     tcase_add_test(tc, linear_bad_input);

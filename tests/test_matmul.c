@@ -336,7 +336,8 @@ END_TEST
 /* Hopper's wgmma (NVIDIA sm_90, built through sm_90a PTX): every wgmma tile the tuner may
    pick in each operand layout and 16-bit dtype pair, on shapes whose K walks the ring more
    than once and whose edges cut chunks and tiles; batches with either operand broadcast in
-   each layout pair (the TMA's third coordinate); the default choice on aligned operands.
+   each layout pair (the TMA's third coordinate); the default choice on aligned operands; grids
+   of more tiles than a wave.
    Operands load by the TMA where the context has it, else (or CLKIT_NV_TMA=0) by cp.async:
    the GPU runs this suite both ways. Elsewhere (or CLKIT_WGMMA=0) a forced wgmma config is
    refused. */
@@ -372,6 +373,13 @@ START_TEST(wgmma)
     run r = basic(520, 1000, 264);
     r.in = CLKIT_BF16, r.aligned = 1, r.opt.beta = 0.5f, r.opt.activation = CLKIT_ACT_RELU;
     check_run(ctx, &r, "wgmma: default choice");
+    /* More tiles than work-groups run at once (the TMA's persistent work-groups walk several),
+       K of one slice and of a ragged few, in the widest and the smallest tile. */
+    for (int i = 0; i < 4; i++) {
+        run w = basic(2100, 4200, i % 2 ? 200 : 64);
+        w.in = CLKIT_F16, w.aligned = 1, w.opt.beta = 0.5f, w.opt.config = configs[i < 2 ? 0 : 7];
+        check_run(ctx, &w, "wgmma: more tiles than a wave");
+    }
     clkit_context_release(ctx);
 }
 END_TEST
