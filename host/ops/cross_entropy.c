@@ -43,7 +43,7 @@
    8.36 ms in token chunks of 2304 rows (208 MiB), 7.87 in 4096 (320 MiB), 7.39 in 8192
    (568 MiB). */
 #define LCE_FUSED_MIN (224ull << 20)
-#define LCE_FUSED_MAX (1ull << 30) /* huge calls: their chunks are long GEMMs well before */
+#define LCE_FUSED_MAX (1ull << 30) /* a bound for huge calls, whose chunks are long GEMMs anyway */
 #define DB_COLS 32                /* lce_dbias's work-group, as in the kernel */
 #define DB_ROWS 8
 

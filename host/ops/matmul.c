@@ -583,16 +583,17 @@ static clkit_status set_all_operands(clkit_context *ctx, cl_kernel k, const prob
 static clkit_status launch_clkit(clkit_context *ctx, const problem *pr, const clkit_config *c,
                                  const clkit_tensor *out);
 
-/* Work-groups of a tensor-core tile that a compute unit holds at once: as many rings as its
-   local memory takes (sm_90: 2048 work-items a compute unit), at least one. */
-static uint64_t mma_per_unit(const struct clkit_device_props *p, const clkit_config *c, int elem)
+/* Work-groups of a tensor-core tile that the device holds at once: on each compute unit as
+   many rings as its local memory takes (at most 2048 work-items, as on sm_80 and sm_90), at
+   least one. */
+static uint64_t mma_resident(const struct clkit_device_props *p, const clkit_config *c, int elem)
 {
     int wg = cfg(c, "WARPS_M") * cfg(c, "WARPS_N") * 32;
     uint64_t ring = ring_bytes(cfg(c, "BLOCK_M"), cfg(c, "BLOCK_N"), cfg(c, "BLOCK_K"), cfg(c, "STAGES"),
                                elem, cfg(c, "WGMMA"));
     uint64_t per_unit = p->local_mem_static / ring, by_threads = (uint64_t)(2048 / wg);
     if (per_unit > by_threads) per_unit = by_threads;
-    return per_unit < 1 ? 1 : per_unit;
+    return (per_unit < 1 ? 1 : per_unit) * p->compute_units;
 }
 
 /* Work-groups a batch for the TMA's persistent kernel (tiles of the batch): as many as stay
@@ -600,8 +601,8 @@ static uint64_t mma_per_unit(const struct clkit_device_props *p, const clkit_con
 static int64_t persistent_groups(const struct clkit_device_props *p, const problem *pr,
                                  const clkit_config *c, int64_t tiles)
 {
-    uint64_t resident = mma_per_unit(p, c, (int)clkit_dtype_size(pr->a->dtype)) * p->compute_units;
-    int64_t groups = ((int64_t)resident + pr->batch - 1) / pr->batch;
+    int64_t resident = (int64_t)mma_resident(p, c, (int)clkit_dtype_size(pr->a->dtype));
+    int64_t groups = (resident + pr->batch - 1) / pr->batch;
     return groups < tiles ? groups : tiles;
 }
 
@@ -850,7 +851,7 @@ uint64_t clkit_matmul_resident(const clkit_context *ctx, clkit_dtype dt, const c
 {
     clkit_config c;
     if (clkit_config_parse(config, &c) || cfg(&c, "KERNEL") != KERNEL_MMA) return ctx->props.compute_units;
-    return mma_per_unit(&ctx->props, &c, (int)clkit_dtype_size(dt)) * ctx->props.compute_units;
+    return mma_resident(&ctx->props, &c, (int)clkit_dtype_size(dt));
 }
 
 clkit_status clkit_matmul_epilogue_run(clkit_context *ctx, const clkit_tensor *a,
