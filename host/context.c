@@ -424,6 +424,7 @@ void clkit_context_release(clkit_context *ctx)
     if (!ctx) return;
     clkit_programs_release(ctx);
     clkit_tuned_release(ctx);
+    clkit_context_trim(ctx);
     if (ctx->tma_slot) clReleaseMemObject(ctx->tma_slot);
     if (ctx->first_event) clReleaseEvent(ctx->first_event);
     if (ctx->last_event) clReleaseEvent(ctx->last_event);

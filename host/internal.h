@@ -28,6 +28,8 @@ typedef struct clkit_tuned_memo {
     int n_recent, next_recent;
 } clkit_tuned_memo;
 
+#define CLKIT_SCRATCH_POOL 8
+
 struct clkit_context {
     cl_platform_id platform;
     cl_device_id device;
@@ -41,6 +43,10 @@ struct clkit_context {
     bool recording;           /* between clkit_profile_begin and _end */
     cl_event first_event, last_event;
     uint64_t scratch_now, scratch_peak;  /* bytes of scratch buffers held by ops */
+    struct {
+        cl_mem buf;
+        size_t bytes;
+    } pool[CLKIT_SCRATCH_POOL]; /* scratch released by ops, kept for the next call (tensor.c) */
     bool fast_path_failed;    /* a tensor-core program failed to build: portable from now on */
     bool wgmma_failed;        /* a wgmma (sm_90a) program failed to build: mma.sync from now on */
     cl_mem tma_slot;          /* where wgmma kernels publish their TMA tensor maps (matmul.c) */

@@ -243,10 +243,42 @@ bool clkit_view_is_dense(const clkit_view *v, int ndim)
     return ndim == 1 && v->strides.s[CLKIT_MAX_DIMS - 1] == 1;
 }
 
+/* Released scratch stays in the context's pool: creating and freeing hundreds of MiB each
+   call left the device idle between an op's kernels (the driver allocates on first use). A
+   request takes the smallest pooled buffer of at least its size and at most twice it. */
+static cl_mem pool_take(clkit_context *ctx, size_t bytes)
+{
+    int best = -1;
+    for (int i = 0; i < CLKIT_SCRATCH_POOL; i++) {
+        size_t have = ctx->pool[i].bytes;
+        if (ctx->pool[i].buf && have >= bytes && have / 2 <= bytes && (best < 0 || have < ctx->pool[best].bytes))
+            best = i;
+    }
+    if (best < 0) return NULL;
+    cl_mem buf = ctx->pool[best].buf;
+    ctx->pool[best].buf = NULL, ctx->pool[best].bytes = 0;
+    return buf;
+}
+
+void clkit_context_trim(clkit_context *ctx)
+{
+    if (!ctx) return;
+    for (int i = 0; i < CLKIT_SCRATCH_POOL; i++) {
+        if (ctx->pool[i].buf) clReleaseMemObject(ctx->pool[i].buf);
+        ctx->pool[i].buf = NULL, ctx->pool[i].bytes = 0;
+    }
+}
+
 clkit_status clkit_scratch_alloc(clkit_context *ctx, size_t bytes, cl_mem *buffer)
 {
-    cl_int err;
-    *buffer = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, bytes ? bytes : 1, NULL, &err);
+    cl_int err = CL_SUCCESS;
+    size_t want = bytes ? bytes : 1;
+    *buffer = pool_take(ctx, want);
+    if (!*buffer) *buffer = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, want, NULL, &err);
+    if (!*buffer) { /* the pool's buffers may be what the device lacks */
+        clkit_context_trim(ctx);
+        *buffer = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, want, NULL, &err);
+    }
     if (!*buffer)
         return clkit_cl_fail(ctx, err, "clCreateBuffer (scratch)");
     ctx->scratch_now += bytes;
@@ -254,11 +286,22 @@ clkit_status clkit_scratch_alloc(clkit_context *ctx, size_t bytes, cl_mem *buffe
     return CLKIT_OK;
 }
 
+/* Into the pool's free entry, else in place of its smallest buffer if that is smaller. */
 void clkit_scratch_release(clkit_context *ctx, cl_mem buffer, size_t bytes)
 {
     if (!buffer) return;
-    clReleaseMemObject(buffer);
     ctx->scratch_now -= bytes < ctx->scratch_now ? bytes : ctx->scratch_now;
+    size_t have = 0;
+    if (clGetMemObjectInfo(buffer, CL_MEM_SIZE, sizeof have, &have, NULL) != CL_SUCCESS) have = 0;
+    int slot = 0;
+    for (int i = 1; i < CLKIT_SCRATCH_POOL; i++)
+        if (ctx->pool[i].bytes < ctx->pool[slot].bytes) slot = i;
+    if (have <= ctx->pool[slot].bytes) {
+        clReleaseMemObject(buffer);
+        return;
+    }
+    if (ctx->pool[slot].buf) clReleaseMemObject(ctx->pool[slot].buf);
+    ctx->pool[slot].buf = buffer, ctx->pool[slot].bytes = have;
 }
 
 uint64_t clkit_scratch_peak(clkit_context *ctx, int reset)

@@ -122,6 +122,9 @@ clkit_status clkit_profile_end(clkit_context *ctx, double *ms);
 /* Most device memory (bytes) the ops of this context held at once for intermediate results
    since the context was made or the last reset (reset nonzero). */
 uint64_t     clkit_scratch_peak(clkit_context *ctx, int reset);
+/* Frees the scratch buffers that the context keeps after ops release them (up to 8, reused
+   by later calls of similar size; clkit_context_release frees them too). */
+void         clkit_context_trim(clkit_context *ctx);
 
 /* ---- tensors ---- */
 clkit_tensor clkit_tensor_contiguous(cl_mem buffer, clkit_dtype dtype, int ndim,

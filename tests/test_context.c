@@ -31,6 +31,7 @@ START_TEST(null_arguments)
     ck_assert_int_eq(clkit_context_from_queue(&ctx, NULL), CLKIT_ERR_NULL_ARGUMENT);
     ck_assert_ptr_null(ctx);
     clkit_context_release(NULL);
+    clkit_context_trim(NULL);
     ck_assert_str_eq(clkit_last_error(NULL), "no context");
 }
 END_TEST

@@ -915,7 +915,8 @@ static void rerun_equal(clkit_context *ctx, const lce_rerun *r, const char *env,
 }
 
 /* Chunked, the scratch stays far below the (T, V) logits; reruns are bitwise equal, on
-   vocabulary chunks and (tensor cores) on token chunks. */
+   vocabulary chunks and (tensor cores) on token chunks, whether a call's scratch comes from
+   the context's pool (stale contents) or is new. */
 START_TEST(linear_memory_and_determinism)
 {
     clkit_context *ctx = tu_ctx();
@@ -942,6 +943,8 @@ START_TEST(linear_memory_and_determinism)
     rerun_equal(ctx, &r, "CLKIT_LCE_CHUNK", "128");
     uint64_t peak = clkit_scratch_peak(ctx, 1);
     rerun_equal(ctx, &r, "CLKIT_LCE_TOKENS", "8"); /* on the tensor cores: two token chunks */
+    clkit_context_trim(ctx); /* the pooled scratch freed, the next calls make their own */
+    rerun_equal(ctx, &r, "CLKIT_LCE_CHUNK", "128");
     /* Unfused: chunk logits (f32) and gradient (bf16), state, targets, per-token losses, f32
        dx. On the tensor cores the logits stay in the GEMM's epilogue: a 256-column gradient
        chunk (the smallest a fused tile takes), at most 16 per-tile states (8 bytes) and a
