@@ -556,13 +556,13 @@ void lce_grad(__global const float *z, long ldz, long n, long v0, __global const
     }
 }
 
-/* Token chunks (the backward of a few thousand tokens at a time, over the whole vocabulary):
-   matmul_mma's EPI_CE_STATS with CE_STORE left the chunk's logits z (bias added, capped) in
-   the storage dtype, row stride ldz, and lce_merge each row's lse in state.x; z turns into
-   dloss/dz in place, one read and one write where the vocabulary chunks recompute the
-   logits with a GEMM of 2 T D V. Zero for ignored rows. */
+/* Logits kept from the forward: matmul_mma's EPI_CE_STATS with CE_STORE left them (bias added,
+   capped) in the storage dtype, row stride ldz, n columns from vocabulary column 0 (a token
+   chunk's whole rows, or the first vocabulary chunk, which the forward runs last), and
+   lce_merge each row's lse in state.x; z turns into dloss/dz in place, one read and one write
+   where recomputing the logits would take a GEMM of 2 T D n. Zero for ignored rows. */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
-void lce_zgrad(__global elem_t *z, long ldz, long v, __global const int *tgt, long n_rows,
+void lce_zgrad(__global elem_t *z, long ldz, long n, long v, __global const int *tgt, long n_rows,
                float smoothing, float cap, float z_scale, float grad_scale,
                __global const float4 *state)
 {
@@ -572,8 +572,8 @@ void lce_zgrad(__global elem_t *z, long ldz, long v, __global const int *tgt, lo
         __global elem_t *zr = z + row * ldz;
         const int y = tgt[row];
         const grad_coef coef = row_coef(y < 0 ? 0.0f : state[row].x, grad_scale, smoothing, z_scale, v, cap);
-        for (long b = 0; b < v; b += SPAN) {
-            const int hi = (int)min(v - b, (long)SPAN);
+        for (long b = 0; b < n; b += SPAN) {
+            const int hi = (int)min(n - b, (long)SPAN);
             if (y < 0) {
                 for (int i = 0; i < ITEMS; i++) val[i] = 0.0f;
             } else {

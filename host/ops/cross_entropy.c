@@ -14,7 +14,9 @@
    Fused (16-bit operands on NVIDIA's tensor cores) the chunk GEMMs end in matmul_mma's CE
    epilogues through clkit_matmul_epilogue_run: the forward keeps per-row, per-tile states
    (O(T * V / BLOCK_N)) that lce_merge folds, the backward writes dloss/dz straight from the
-   accumulators; no f32 logits exist. Operands the tensor cores refuse, or a program that does
+   accumulators; no f32 logits exist. The forward runs the first chunk (always full width)
+   last and keeps its logits in the storage dtype, in the gradient scratch the backward needs
+   anyway, so the backward starts with lce_zgrad on them instead of a GEMM. Operands the tensor cores refuse, or a program that does
    not build, send the call down the unfused route.
 
    Fused, a call that asks for gradients walks the tokens instead when a chunk of a thousand
@@ -439,7 +441,7 @@ typedef struct lce {
     uint64_t budget;           /* fused: bytes of scratch, at most (lce_budget) */
     size_t wg, zwg;            /* zwg: lce_zgrad's */
     cl_kernel stats, grad, dbias, split_sum; /* stats: lce_merge when fused; grad: lce_zgrad
-                                                for token chunks */
+                                                then */
     /* fused: the logits stay in matmul_mma's CE epilogues (tensor cores), in fused_tiles[tile] */
     int fused, tile, slots;    /* slots: column tiles of a row (V / BLOCK_N, rounded up) */
     const int *token_tile;     /* token_tiles' row for how this context loads tiles */
@@ -543,16 +545,17 @@ static clkit_status chunk_logits(clkit_context *ctx, const lce *l, int64_t v0, i
     return clkit_matmul(ctx, l->x, &wt, &z, NULL);
 }
 
-/* lce_zgrad: whole 16-byte vectors along the token chunk's rows of V logits. */
+/* lce_zgrad: whole 16-byte vectors along the kept rows of logits (a token chunk's V, or a
+   vocabulary chunk's). */
 static clkit_status zgrad_kernel(clkit_context *ctx, lce *l)
 {
     unsigned vec = 16 / (unsigned)clkit_dtype_size(l->dt);
-    l->zwg = rows_wg(&ctx->props, l->c.v, vec * rows_chunks(&ctx->props));
+    l->zwg = rows_wg(&ctx->props, l->tokens ? l->c.v : l->chunk, vec * rows_chunks(&ctx->props));
     return rows_kernel(ctx, "lce_zgrad", l->dt, vec, &l->zwg, &l->grad);
 }
 
-/* lce_stats and lce_grad at one work-group size (the smaller either can run), lce_zgrad for
-   token chunks, and lce_dbias from the same program. */
+/* lce_stats and lce_grad at one work-group size (the smaller either can run), lce_zgrad
+   fused, and lce_dbias from the same program. */
 static clkit_status lce_kernels(clkit_context *ctx, lce *l)
 {
     bool grads = l->dx || l->dw || l->db;
@@ -565,7 +568,7 @@ static clkit_status lce_kernels(clkit_context *ctx, lce *l)
         if (s || wg == l->wg) break;
         l->wg = wg;
     }
-    if (!s && l->tokens) s = zgrad_kernel(ctx, l);
+    if (!s && grads && l->fused) s = zgrad_kernel(ctx, l);
     char opts[128];
     rows_options(ctx, l->dt, 1, l->wg, opts, sizeof opts);
     if (!s && (l->dw_splits > 1 || l->dx_splits > 1))
@@ -625,6 +628,19 @@ static clkit_status chunk_grad(clkit_context *ctx, const lce *l, int64_t v0, int
         sizeof smoothing, &smoothing, sizeof cap, &cap, sizeof zs, &zs, sizeof scale, &scale,
         sizeof(cl_mem), &l->state.buf, sizeof(cl_mem), &sbuf, sizeof lds, &lds);
     return s ? s : launch_rows(ctx, l->grad, l->wg, c->t);
+}
+
+/* lce_zgrad on the first n columns of the logits kept in s. */
+static clkit_status zgrad(clkit_context *ctx, const lce *l, const ce_common *c, int64_t n)
+{
+    cl_long ldz = l->lds, nn = n, v = c->v, n_rows = c->t;
+    float smoothing = c->o.label_smoothing, cap = c->o.softcap, zs = c->o.z_loss_scale;
+    float scale = c->grad_scale;
+    clkit_status s = clkit_set_args(
+        ctx, l->grad, 11, sizeof(cl_mem), &l->s.buf, sizeof ldz, &ldz, sizeof nn, &nn, sizeof v, &v,
+        sizeof(cl_mem), &c->tgt.buf, sizeof n_rows, &n_rows, sizeof smoothing, &smoothing,
+        sizeof cap, &cap, sizeof zs, &zs, sizeof scale, &scale, sizeof(cl_mem), &l->state.buf);
+    return s ? s : launch_rows(ctx, l->grad, l->zwg, c->t);
 }
 
 /* Column sums of n_rows rows of the gradient into dbias entries [v0, v0 + n), through the f32
@@ -796,32 +812,46 @@ static int dw_splits(const struct clkit_device_props *p, int64_t t, int64_t chun
     return reduction_splits(p, chunk, d, t, 512, 16, 2, LCE_BUDGET / 4);
 }
 
+/* The chunk at step k of the forward. The backward walks the steps in reverse, starting
+   from the forward's last chunk, whose logits are still in scratch: unfused, the f32 logits
+   of the last chunk; fused, chunk 0 (run last), kept in the gradient scratch. Keeping chunk 0
+   saves a whole chunk's GEMM; its target test needs no column offset. */
+static int64_t chunk_at(const lce *l, int64_t k) { return l->fused ? (k + 1) % l->nchunks : k; }
+
+static int64_t chunk_cols(const lce *l, int64_t i)
+{
+    int64_t v0 = i * l->chunk;
+    return l->c.v - v0 < l->chunk ? l->c.v - v0 : l->chunk;
+}
+
 /* Forward: the chunks' logits folded into per-row states; mean and sum reduced. */
 static clkit_status lce_forward(clkit_context *ctx, lce *l, const clkit_tensor *loss)
 {
     clkit_status s;
-    for (int64_t i = 0; i < l->nchunks; i++) {
-        int64_t v0 = i * l->chunk, n = l->c.v - v0 < l->chunk ? l->c.v - v0 : l->chunk;
-        if (l->fused) s = fused_gemm(ctx, l, &l->c, l->x, "STATS", v0, n);
+    bool keep = l->dx || l->dw || l->db;
+    for (int64_t k = 0; k < l->nchunks; k++) {
+        int64_t i = chunk_at(l, k), v0 = i * l->chunk, n = chunk_cols(l, i);
+        if (l->fused)
+            s = fused_gemm(ctx, l, &l->c, l->x, keep && i == 0 ? "STATS -D CE_STORE" : "STATS", v0, n);
         else if (!(s = chunk_logits(ctx, l, v0, n)))
-            s = chunk_stats(ctx, l, v0, n, i == 0, i == l->nchunks - 1);
+            s = chunk_stats(ctx, l, v0, n, k == 0, k == l->nchunks - 1);
         if (s) return s;
     }
     if (l->fused && (s = fused_merge(ctx, l, &l->c))) return s;
     return reduce_tokens(ctx, loss, &l->c);
 }
 
-/* Backward, in reverse so that unfused the last chunk's logits still in scratch serve. */
+/* Backward: the forward's chunks in reverse, the first from the logits it kept. */
 static clkit_status lce_backward(clkit_context *ctx, lce *l)
 {
     clkit_status s;
-    for (int64_t i = l->nchunks - 1; i >= 0; i--) {
-        int64_t v0 = i * l->chunk, n = l->c.v - v0 < l->chunk ? l->c.v - v0 : l->chunk;
-        bool last = i == l->nchunks - 1;
-        if (l->fused) s = fused_gemm(ctx, l, &l->c, l->x, "GRAD", v0, n);
-        else if (!(s = last ? CLKIT_OK : chunk_logits(ctx, l, v0, n)))
+    for (int64_t k = l->nchunks - 1; k >= 0; k--) {
+        int64_t i = chunk_at(l, k), v0 = i * l->chunk, n = chunk_cols(l, i);
+        bool kept = k == l->nchunks - 1;
+        if (l->fused) s = kept ? zgrad(ctx, l, &l->c, n) : fused_gemm(ctx, l, &l->c, l->x, "GRAD", v0, n);
+        else if (!(s = kept ? CLKIT_OK : chunk_logits(ctx, l, v0, n)))
             s = chunk_grad(ctx, l, v0, n);
-        if (s || (s = chunk_consume(ctx, l, v0, n, last))) return s;
+        if (s || (s = chunk_consume(ctx, l, v0, n, kept))) return s;
     }
     if (!l->acc.buf) return CLKIT_OK;
     clkit_tensor acc = matrix(l->acc.buf, CLKIT_F32, 0, l->c.t, l->d, l->d, 1);
@@ -953,18 +983,6 @@ static clkit_status token_slice(clkit_context *ctx, const lce *l, int64_t t0, in
     return clkit_copy(ctx, &from, &to);
 }
 
-static clkit_status token_grad(clkit_context *ctx, const lce *l, const ce_common *c)
-{
-    cl_long ldz = l->lds, v = c->v, n_rows = c->t;
-    float smoothing = c->o.label_smoothing, cap = c->o.softcap, zs = c->o.z_loss_scale;
-    float scale = c->grad_scale;
-    clkit_status s = clkit_set_args(
-        ctx, l->grad, 10, sizeof(cl_mem), &l->s.buf, sizeof ldz, &ldz, sizeof v, &v,
-        sizeof(cl_mem), &c->tgt.buf, sizeof n_rows, &n_rows, sizeof smoothing, &smoothing,
-        sizeof cap, &cap, sizeof zs, &zs, sizeof scale, &scale, sizeof(cl_mem), &l->state.buf);
-    return s ? s : launch_rows(ctx, l->grad, l->zwg, c->t);
-}
-
 /* dx rows [t0, t0 + rows) = g W, in dx_splits vocabulary slices. */
 static clkit_status token_dx(clkit_context *ctx, const lce *l, int64_t t0, int64_t rows)
 {
@@ -996,7 +1014,7 @@ static clkit_status lce_tokens(clkit_context *ctx, lce *l, const clkit_tensor *l
         ce_common c;
         if ((s = token_slice(ctx, l, t0, rows, &c)) ||
             (s = fused_gemm(ctx, l, &c, &xr, "STATS -D CE_STORE", 0, v)) ||
-            (s = fused_merge(ctx, l, &c)) || (s = token_grad(ctx, l, &c)) ||
+            (s = fused_merge(ctx, l, &c)) || (s = zgrad(ctx, l, &c, v)) ||
             (l->dx && (s = token_dx(ctx, l, t0, rows))) || (l->dw && (s = token_dw(ctx, l, t0, rows))) ||
             (l->db && (s = chunk_dbias(ctx, l, l->s.buf, rows, 0, v, t0 == 0, t0 + rows == t))))
             return s;
