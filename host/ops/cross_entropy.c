@@ -16,8 +16,9 @@
    (O(T * V / BLOCK_N)) that lce_merge folds, the backward writes dloss/dz straight from the
    accumulators; no f32 logits exist. The forward runs the first chunk (always full width)
    last and keeps its logits in the storage dtype, in the gradient scratch the backward needs
-   anyway, so the backward starts with lce_zgrad on them instead of a GEMM. Operands the tensor cores refuse, or a program that does
-   not build, send the call down the unfused route.
+   anyway, so the backward starts with lce_zgrad on them instead of a GEMM. Operands the
+   tensor cores refuse, or a program that does not build, send the call down the unfused
+   route.
 
    Fused, a call that asks for gradients walks the tokens instead when a chunk of a thousand
    or more rows fits the budget with the f32 dweight accumulator (V x D x 4 bytes): each token
@@ -440,8 +441,8 @@ typedef struct lce {
     int dx_splits;             /* token chunks: vocabulary slices of the dx GEMM */
     uint64_t budget;           /* fused: bytes of scratch, at most (lce_budget) */
     size_t wg, zwg;            /* zwg: lce_zgrad's */
-    cl_kernel stats, grad, dbias, split_sum; /* stats: lce_merge when fused; grad: lce_zgrad
-                                                then */
+    cl_kernel stats, grad, dbias, split_sum; /* fused, stats and grad are lce_merge and
+                                                lce_zgrad */
     /* fused: the logits stay in matmul_mma's CE epilogues (tensor cores), in fused_tiles[tile] */
     int fused, tile, slots;    /* slots: column tiles of a row (V / BLOCK_N, rounded up) */
     const int *token_tile;     /* token_tiles' row for how this context loads tiles */
