@@ -467,6 +467,9 @@ static void release_lce(clkit_context *ctx, lce *l)
     scratch_put(ctx, &l->bacc);
 }
 
+/* Whether the call asks for any gradient (else the forward alone runs). */
+static bool wants_grads(const lce *l) { return l->dx || l->dw || l->db; }
+
 /* Waves of the logits GEMMs over the vocabulary in chunks of w columns: each chunk's grid of
    BLOCK_M x BLOCK_N tiles over T rows runs `resident` work-groups at a time. */
 static int64_t chunk_waves(int64_t t, int64_t v, int64_t w, const int *tile, int64_t resident)
@@ -559,7 +562,7 @@ static clkit_status zgrad_kernel(clkit_context *ctx, lce *l)
    fused, and lce_dbias from the same program. */
 static clkit_status lce_kernels(clkit_context *ctx, lce *l)
 {
-    bool grads = l->dx || l->dw || l->db;
+    bool grads = wants_grads(l);
     clkit_status s;
     l->wg = rows_wg(&ctx->props, l->fused ? l->slots : l->chunk, 4 * rows_chunks(&ctx->props));
     for (;;) {
@@ -829,7 +832,7 @@ static int64_t chunk_cols(const lce *l, int64_t i)
 static clkit_status lce_forward(clkit_context *ctx, lce *l, const clkit_tensor *loss)
 {
     clkit_status s;
-    bool keep = l->dx || l->dw || l->db;
+    bool keep = wants_grads(l);
     for (int64_t k = 0; k < l->nchunks; k++) {
         int64_t i = chunk_at(l, k), v0 = i * l->chunk, n = chunk_cols(l, i);
         if (l->fused)
@@ -872,7 +875,7 @@ static clkit_status lce_backward(clkit_context *ctx, lce *l)
    partials. */
 static int64_t token_rows(const struct clkit_device_props *p, const lce *l)
 {
-    if (!l->fused || !(l->dx || l->dw || l->db)) return 0;
+    if (!l->fused || !wants_grads(l)) return 0;
     const char *env = getenv("CLKIT_LCE_TOKENS");
     int64_t given = env ? atoll(env) : 0, t = l->c.t, v = l->c.v;
     if (given > 0) return given < t ? given : t;
@@ -932,7 +935,7 @@ static uint64_t lce_budget(int64_t t, int64_t v)
 static clkit_status lce_scratch(clkit_context *ctx, lce *l)
 {
     size_t es = clkit_dtype_size(l->dt), t = (size_t)l->c.t;
-    bool grads = l->dx || l->dw || l->db, s16 = l->fused || (grads && l->dt != CLKIT_F32);
+    bool grads = wants_grads(l), s16 = l->fused || (grads && l->dt != CLKIT_F32);
     l->gemm = l->token_tile_ok ? l->token_tile : fused_tiles[l->tile];
     l->slots = (int)((l->c.v + l->gemm[1] - 1) / l->gemm[1]);
     l->budget = lce_budget(l->c.t, l->c.v);
@@ -1042,7 +1045,7 @@ static clkit_status run_linear(clkit_context *ctx, lce *l, const clkit_tensor *t
               "dweight in %d token slices, %s", (long long)l->c.t, (long long)l->d, (long long)l->c.v,
               clkit_dtype_name(l->dt), (long long)l->nchunks, (long long)l->chunk, l->wg, l->dw_splits,
               l->fused ? "fused" : "unfused");
-    if ((s = lce_forward(ctx, l, loss)) || !(l->dx || l->dw || l->db)) return s;
+    if ((s = lce_forward(ctx, l, loss)) || !wants_grads(l)) return s;
     return lce_backward(ctx, l);
 }
 
