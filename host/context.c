@@ -165,9 +165,12 @@ static int list_devices(candidate *out, int max)
         cl_device_id devs[16];
         if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, 16, devs, &nd) != CL_SUCCESS) continue;
         if (nd > 16) nd = 16;
-        char pname[128];
+        /* PoCL's platform is "Portable Computing Language"; only its vendor, "The pocl
+           project", says pocl, so the label carries both. */
+        char pname[128] = "", pvendor[128] = "";
         clGetPlatformInfo(plats[p], CL_PLATFORM_NAME, sizeof pname, pname, NULL);
-        pname[sizeof pname - 1] = 0;
+        clGetPlatformInfo(plats[p], CL_PLATFORM_VENDOR, sizeof pvendor, pvendor, NULL);
+        pname[sizeof pname - 1] = pvendor[sizeof pvendor - 1] = 0;
         for (cl_uint d = 0; d < nd && count < max; d++) {
             char dname[128], vendor[128];
             cl_device_type type = 0;
@@ -178,7 +181,7 @@ static int list_devices(candidate *out, int max)
             c->platform = plats[p];
             c->device = devs[d];
             c->is_gpu = (type & CL_DEVICE_TYPE_GPU) != 0;
-            snprintf(c->label, sizeof c->label, "%s %s %s %s", pname, dname, vendor,
+            snprintf(c->label, sizeof c->label, "%s %s %s %s %s", pname, pvendor, dname, vendor,
                      c->is_gpu ? "gpu" : (type & CL_DEVICE_TYPE_CPU) ? "cpu" : "accelerator");
         }
     }

@@ -40,19 +40,23 @@ clkit_tensor clkit_tensor_contiguous(cl_mem buffer, clkit_dtype dtype, int ndim,
     t.dtype = dtype;
     t.ndim = ndim;
     if (ndim < 1 || ndim > CLKIT_MAX_DIMS || !shape) return t; /* rejected when used */
+    /* A stride past INT64_MAX saturates: validation then reports CLKIT_ERR_OVERFLOW instead of
+       the product wrapping into a stride that looks legal. */
     int64_t stride = 1;
     for (int i = ndim - 1; i >= 0; i--) {
         t.shape[i] = shape[i];
         t.strides[i] = stride;
-        stride *= shape[i] > 0 ? shape[i] : 1;
+        if (__builtin_mul_overflow(stride, shape[i] > 0 ? shape[i] : 1, &stride)) stride = INT64_MAX;
     }
     return t;
 }
 
+/* Saturates at INT64_MAX so that callers holding an unvalidated view never overflow. */
 int64_t clkit_numel(const clkit_tensor *t)
 {
     int64_t n = 1;
-    for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+    for (int i = 0; i < t->ndim; i++)
+        if (__builtin_mul_overflow(n, t->shape[i], &n)) return INT64_MAX;
     return n;
 }
 

@@ -5,6 +5,8 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 START_TEST(status_strings)
@@ -177,6 +179,174 @@ START_TEST(kernel_dir_override)
 }
 END_TEST
 
+/* Shapes whose element count or strides pass 2^63: clkit_tensor_contiguous saturates instead
+   of overflowing, and the op reports CLKIT_ERR_OVERFLOW without touching the output. */
+START_TEST(huge_shapes_overflow)
+{
+    tu_guard g = tu_guard_begin();
+    clkit_context *ctx = g.ctx;
+    static const int64_t shapes[][3] = {
+        {INT64_C(1) << 62, 4, 1}, {4, INT64_C(1) << 62, 4}, {INT64_MAX, 2, 2}, {3, INT64_MAX / 2, 3},
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+        clkit_tensor x = clkit_tensor_contiguous(g.in, CLKIT_F32, 3, shapes[i]);
+        clkit_tensor y = clkit_tensor_contiguous(g.out, CLKIT_F32, 3, shapes[i]);
+        for (int d = 0; d < 3; d++) ck_assert(x.strides[d] >= 1);
+        TU_EXPECT(CLKIT_ERR_OVERFLOW, clkit_add(ctx, &x, &x, &y));
+        TU_EXPECT(CLKIT_ERR_OVERFLOW, clkit_copy(ctx, &x, &y));
+    }
+    tu_guard_end(&g);
+}
+END_TEST
+
+/* ---- every example value the documents give ---- */
+
+/* Whether any device's "platform platform-vendor device vendor type" contains want. */
+static int some_device_matches(const char *want)
+{
+    cl_platform_id plats[16];
+    cl_uint np = 0;
+    if (clGetPlatformIDs(16, plats, &np) != CL_SUCCESS) return 0;
+    for (cl_uint p = 0; p < np && p < 16; p++) {
+        cl_device_id devs[16];
+        cl_uint nd = 0;
+        if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, 16, devs, &nd) != CL_SUCCESS) continue;
+        char pn[128] = "", pv[128] = "";
+        clGetPlatformInfo(plats[p], CL_PLATFORM_NAME, sizeof pn, pn, NULL);
+        clGetPlatformInfo(plats[p], CL_PLATFORM_VENDOR, sizeof pv, pv, NULL);
+        for (cl_uint d = 0; d < nd && d < 16; d++) {
+            char dn[128] = "", dv[128] = "", label[600];
+            cl_device_type t = 0;
+            clGetDeviceInfo(devs[d], CL_DEVICE_NAME, sizeof dn, dn, NULL);
+            clGetDeviceInfo(devs[d], CL_DEVICE_VENDOR, sizeof dv, dv, NULL);
+            clGetDeviceInfo(devs[d], CL_DEVICE_TYPE, sizeof t, &t, NULL);
+            snprintf(label, sizeof label, "%s %s %s %s %s", pn, pv, dn, dv,
+                     (t & CL_DEVICE_TYPE_GPU) ? "gpu" : (t & CL_DEVICE_TYPE_CPU) ? "cpu" : "accelerator");
+            if (strcasestr(label, want)) return 1;
+        }
+    }
+    return 0;
+}
+
+/* README and clkit.h name these CLKIT_DEVICE values: each opens a device exactly when one
+   matches it, through the option and through the environment alike. */
+START_TEST(documented_device_values)
+{
+    static const char *values[] = {"nvidia", "amd", "pocl", "cpu", "gpu", "0", "PoCL"};
+    for (size_t i = 0; i < sizeof values / sizeof *values; i++) {
+        int expect = values[i][0] == '0' || some_device_matches(values[i]);
+        for (int via_env = 0; via_env < 2; via_env++) {
+            clkit_context *ctx = NULL;
+            clkit_options opt = {0};
+            if (via_env) setenv("CLKIT_DEVICE", values[i], 1);
+            else opt.device = values[i];
+            clkit_status s = clkit_context_create(&ctx, &opt);
+            unsetenv("CLKIT_DEVICE");
+            ck_assert_msg(s == (expect ? CLKIT_OK : CLKIT_ERR_NO_DEVICE), "CLKIT_DEVICE=%s (%s): %s",
+                          values[i], via_env ? "env" : "option", clkit_status_string(s));
+            struct clkit_device_props p;
+            if (s == CLKIT_OK && !strcmp(values[i], "cpu")) {
+                ck_assert_int_eq(clkit_device_props(ctx, &p), CLKIT_OK);
+                ck_assert_msg(p.is_cpu, "CLKIT_DEVICE=cpu opened %s", p.name);
+            }
+            if (s == CLKIT_OK && !strcmp(values[i], "gpu")) {
+                ck_assert_int_eq(clkit_device_props(ctx, &p), CLKIT_OK);
+                ck_assert_msg(p.is_gpu, "CLKIT_DEVICE=gpu opened %s", p.name);
+            }
+            clkit_context_release(ctx);
+        }
+    }
+    /* CI runs on PoCL: its documented name must find it there. */
+    if (some_device_matches("Portable Computing Language"))
+        ck_assert_msg(some_device_matches("pocl"), "PoCL is present but 'pocl' matches nothing");
+}
+END_TEST
+
+/* Lines a child process writes to stderr and to stdout with CLKIT_LOG=level while it makes
+   a context on a device that does not exist (an error) and one that does. */
+static void log_lines(const char *level, int *err_lines, int *out_bytes)
+{
+    char err_path[] = "/tmp/clkit-log-XXXXXX", out_path[] = "/tmp/clkit-out-XXXXXX";
+    int ef = mkstemp(err_path), of = mkstemp(out_path);
+    ck_assert(ef >= 0 && of >= 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("CLKIT_LOG", level, 1);
+        dup2(ef, 2), dup2(of, 1);
+        clkit_context *ctx;
+        clkit_options opt = {0};
+        opt.device = "no-such-device-anywhere";
+        clkit_context_create(&ctx, &opt);
+        if (clkit_context_create(&ctx, NULL) == CLKIT_OK) clkit_context_release(ctx);
+        _exit(0);
+    }
+    int status;
+    ck_assert(waitpid(pid, &status, 0) == pid && WIFEXITED(status));
+    FILE *f = fopen(err_path, "r");
+    char line[4096];
+    *err_lines = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "clkit ", 6)) (*err_lines)++;
+    if (f) fclose(f);
+    struct stat sb;
+    *out_bytes = stat(out_path, &sb) == 0 ? (int)sb.st_size : -1;
+    close(ef), close(of), unlink(err_path), unlink(out_path);
+}
+
+/* CLKIT_LOG: none silences, error and above report the failed creation, nothing ever goes to
+   stdout, and an unknown level falls back to warn. */
+START_TEST(documented_log_levels)
+{
+    static const char *levels[] = {"none", "error", "warn", "info", "debug", "WARN", "bogus"};
+    int lines[7];
+    for (int i = 0; i < 7; i++) {
+        int out;
+        log_lines(levels[i], &lines[i], &out);
+        ck_assert_msg(out == 0, "CLKIT_LOG=%s wrote %d bytes to stdout", levels[i], out);
+    }
+    ck_assert_msg(lines[0] == 0, "CLKIT_LOG=none printed %d lines", lines[0]);
+    for (int i = 1; i < 7; i++) ck_assert_msg(lines[i] >= 1, "CLKIT_LOG=%s printed nothing", levels[i]);
+    ck_assert(lines[1] <= lines[2] && lines[2] <= lines[3] && lines[3] <= lines[4]);
+    ck_assert_int_eq(lines[5], lines[2]);
+    ck_assert_int_eq(lines[6], lines[2]);
+}
+END_TEST
+
+/* CLKIT_CACHE_DIR: a directory is used, "" disables the cache; the config example in
+   clkit.h's matmul options is accepted. */
+START_TEST(documented_cache_and_config_values)
+{
+    char dir[] = "/tmp/clkit-docdir-XXXXXX";
+    ck_assert(mkdtemp(dir) != NULL);
+    setenv("CLKIT_CACHE_DIR", dir, 1);
+    clkit_context *ctx = tu_ctx();
+    ck_assert_str_eq(clkit_cache_dir(ctx), dir);
+    clkit_context_release(ctx);
+    setenv("CLKIT_CACHE_DIR", "", 1);
+    ctx = tu_ctx();
+    ck_assert_str_eq(clkit_cache_dir(ctx), "");
+    double v[64];
+    for (int i = 0; i < 64; i++) v[i] = (i % 7) - 3;
+    cl_mem b = tu_buffer(ctx, CLKIT_F32, 64, v), c = tu_buffer(ctx, CLKIT_F32, 64, NULL);
+    int64_t shape[2] = {8, 8};
+    clkit_tensor tb = clkit_tensor_contiguous(b, CLKIT_F32, 2, shape), tc = clkit_tensor_contiguous(c, CLKIT_F32, 2, shape);
+    clkit_matmul_options o = clkit_matmul_defaults();
+    o.config = "KERNEL=2,BLOCK_M=64,BLOCK_N=64,BLOCK_K=8,THREAD_M=4,THREAD_N=4,GROUP_M=8";
+    TU_CHECK(clkit_matmul(ctx, &tb, &tb, &tc, &o));
+    double got[64], want[64];
+    tu_read(ctx, c, CLKIT_F32, 64, got);
+    for (int i = 0; i < 8; i++)
+        for (int j = 0; j < 8; j++) {
+            want[i * 8 + j] = 0;
+            for (int k = 0; k < 8; k++) want[i * 8 + j] += v[i * 8 + k] * v[k * 8 + j];
+        }
+    tu_assert_close(got, want, 64, 0, 0, "matmul with clkit.h's example config");
+    clReleaseMemObject(b), clReleaseMemObject(c);
+    clkit_context_release(ctx);
+    rmdir(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("context");
@@ -188,6 +358,10 @@ int main(void)
     tcase_add_test(tc, adopted_queue);
     tcase_add_test(tc, profiling_needs_a_profiling_queue);
     tcase_add_test(tc, kernel_dir_override);
+    tcase_add_test(tc, huge_shapes_overflow);
+    tcase_add_test(tc, documented_device_values);
+    tcase_add_test(tc, documented_log_levels);
+    tcase_add_test(tc, documented_cache_and_config_values);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }
