@@ -3,10 +3,13 @@
    {"format": 1, "entries": [{"device": "...", "op": "matmul", "dtype": "f32.f32.f32",
      "layout": "nn", "shape": [M, N, K, batch], "config": "BLOCK_M=64,...", "ms": 0.5}, ...]}
 
-   Writers take an exclusive lock on tuned.json.lock, re-read the file, merge their entry and
+   Writers take an exclusive lock on tuned.json.lock, re-read the file, merge their entries and
    rename a temporary file into place, so two tuners never lose each other's entries and
-   readers (who take no lock) see a whole file. A corrupt or truncated file is set aside as
-   tuned.json.corrupt and started afresh; a newer format is left untouched and not written. */
+   readers (who take no lock) see a whole file. A corrupt or truncated file, or something
+   other than a regular file in its place, is set aside as tuned.json.corrupt and started
+   afresh; a newer format, or a file that cannot be read or is past the size cap, is left
+   untouched and not written. Malformed entries are passed over by lookups and dropped, with a
+   warning, by merges; a later entry of the same key replaces the earlier one in place. */
 #define _GNU_SOURCE
 #include "tune.h"
 
@@ -22,6 +25,8 @@
 #include <unistd.h>
 
 #include <json-c/json.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #define FORMAT_VERSION 1
 
@@ -89,6 +94,11 @@ int clkit_config_parse(const char *s, clkit_config *out)
 
 /* ---- the file ---- */
 
+/* A tuned-config file past this size is not read: a real one holds a few hundred entries of
+   about 250 bytes, and without a bound a tuned.json linked to /dev/zero grew a process to
+   gigabytes. */
+#define TUNED_MAX_BYTES ((size_t)64 << 20)
+
 static void cache_path(const clkit_context *ctx, char *buf, size_t n, const char *suffix)
 {
     snprintf(buf, n, "%s/tuned.json%s", ctx->cache_dir, suffix);
@@ -99,28 +109,124 @@ static void device_id(const clkit_context *ctx, char *buf, size_t n)
     snprintf(buf, n, "%s | %s | %s", ctx->props.vendor, ctx->props.name, ctx->props.driver);
 }
 
-typedef enum { FILE_OK, FILE_MISSING, FILE_CORRUPT, FILE_NEWER } file_state;
+/* CORRUPT files (not JSON, not of our shape, not a regular file) are set aside by writers;
+   NEWER and UNREADABLE ones (an error on open or read, past the size cap) are left alone,
+   since what they hold may be good. */
+typedef enum { FILE_OK, FILE_MISSING, FILE_CORRUPT, FILE_NEWER, FILE_UNREADABLE } file_state;
 
-/* Parses path into its entries array (a new reference, or an empty array). */
-static file_state read_entries(const char *path, json_object **entries)
+/* What reading a tuned-config file found. */
+typedef struct tuned_file {
+    json_object *entries; /* a new reference: the file's entries array, or an empty one */
+    file_state state;
+    char why[160];        /* what is wrong, when the state is neither OK nor MISSING */
+} tuned_file;
+
+static void file_fault(tuned_file *f, file_state st, const char *why)
 {
-    *entries = json_object_new_array();
-    json_object *root = json_object_from_file(path);
-    if (!root) return access(path, F_OK) == 0 ? FILE_CORRUPT : FILE_MISSING;
-    json_object *fmt, *arr;
-    file_state st = FILE_CORRUPT;
-    if (json_object_object_get_ex(root, "format", &fmt) && json_object_is_type(fmt, json_type_int)) {
-        if (json_object_get_int(fmt) > FORMAT_VERSION) {
-            st = FILE_NEWER;
-        } else if (json_object_object_get_ex(root, "entries", &arr) &&
-                   json_object_is_type(arr, json_type_array)) {
-            json_object_put(*entries);
-            *entries = json_object_get(arr);
-            st = FILE_OK;
+    f->state = st;
+    snprintf(f->why, sizeof f->why, "%s", why);
+}
+
+/* Reads fd's bytes, a regular file of `size` bytes; NULL on a read error. */
+static char *read_all(int fd, size_t size, size_t *len)
+{
+    char *text = malloc(size + 1);
+    size_t n = 0;
+    while (text && n < size) {
+        ssize_t r = read(fd, text + n, size - n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            free(text);
+            return NULL;
         }
+        if (r == 0) break; /* shrunk since fstat: the parse judges what is there */
+        n += (size_t)r;
+    }
+    if (text) text[n] = 0;
+    *len = n;
+    return text;
+}
+
+/* path's bytes when it is a regular file within the cap, else NULL with f's state set.
+   Opened without blocking: a FIFO in the file's place must not wait for a writer. */
+static char *read_bytes(const char *path, tuned_file *f, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0) {
+        if (errno == ENOENT) f->state = FILE_MISSING;
+        else file_fault(f, FILE_UNREADABLE, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    char *text = NULL;
+    if (fstat(fd, &st) != 0) {
+        file_fault(f, FILE_UNREADABLE, strerror(errno));
+    } else if (!S_ISREG(st.st_mode)) {
+        file_fault(f, FILE_CORRUPT, "not a regular file");
+    } else if ((uint64_t)st.st_size > TUNED_MAX_BYTES) {
+        f->state = FILE_UNREADABLE;
+        snprintf(f->why, sizeof f->why, "%lld bytes, over the %zu MiB a tuned-config file may have",
+                 (long long)st.st_size, TUNED_MAX_BYTES >> 20);
+    } else if (!(text = read_all(fd, (size_t)st.st_size, len))) {
+        file_fault(f, FILE_UNREADABLE, errno == ENOMEM ? "out of memory" : strerror(errno));
+    }
+    close(fd);
+    return text;
+}
+
+/* text's JSON value; NULL with f's state set when text is not exactly one JSON value. A
+   tokener of our own rather than json-c's file reader, which records its errors in a
+   process-wide buffer: contexts on different threads would race on it. */
+static json_object *parse_json(const char *text, size_t len, tuned_file *f)
+{
+    json_tokener *tok = json_tokener_new();
+    if (!tok) {
+        file_fault(f, FILE_UNREADABLE, "out of memory");
+        return NULL;
+    }
+    json_object *root = json_tokener_parse_ex(tok, text, (int)len);
+    enum json_tokener_error err = json_tokener_get_error(tok);
+    size_t end = json_tokener_get_parse_end(tok);
+    json_tokener_free(tok);
+    while (root && end < len && isspace((unsigned char)text[end])) end++;
+    if (root && end == len) return root;
+    json_object_put(root);
+    file_fault(f, FILE_CORRUPT, root ? "text after the JSON value"
+                                : !len ? "empty"
+                                : err == json_tokener_continue ? "truncated JSON"
+                                                               : json_tokener_error_desc(err));
+    return NULL;
+}
+
+/* Parses text into f: a format number we read and an entries array. */
+static void parse_entries(const char *text, size_t len, tuned_file *f)
+{
+    json_object *root = parse_json(text, len, f), *fmt, *arr;
+    if (!root) return;
+    if (!json_object_object_get_ex(root, "format", &fmt) || !json_object_is_type(fmt, json_type_int)) {
+        file_fault(f, FILE_CORRUPT, "no format number");
+    } else if (json_object_get_int(fmt) > FORMAT_VERSION) {
+        file_fault(f, FILE_NEWER, "written by a newer clkit");
+    } else if (!json_object_object_get_ex(root, "entries", &arr) ||
+               !json_object_is_type(arr, json_type_array)) {
+        file_fault(f, FILE_CORRUPT, "no entries array");
+    } else {
+        json_object_put(f->entries);
+        f->entries = json_object_get(arr);
+        f->state = FILE_OK;
     }
     json_object_put(root);
-    return st;
+}
+
+/* Reads path into f; f->entries is NULL only when memory ran out. */
+static void read_tuned(const char *path, tuned_file *f)
+{
+    memset(f, 0, sizeof *f);
+    f->entries = json_object_new_array();
+    size_t len = 0;
+    char *text = read_bytes(path, f, &len);
+    if (text) parse_entries(text, len, f);
+    free(text);
 }
 
 static const char *str_field(json_object *e, const char *name)
@@ -131,7 +237,7 @@ static const char *str_field(json_object *e, const char *name)
     return json_object_get_string(v);
 }
 
-/* Shape of an entry; -1 when malformed. */
+/* Shape of an entry: at most 4 integers; -1 when malformed. */
 static int entry_shape(json_object *e, int64_t *shape)
 {
     json_object *arr;
@@ -139,18 +245,140 @@ static int entry_shape(json_object *e, int64_t *shape)
         return -1;
     size_t n = json_object_array_length(arr);
     if (n > 4) return -1;
-    for (size_t i = 0; i < n; i++) shape[i] = json_object_get_int64(json_object_array_get_idx(arr, i));
+    for (size_t i = 0; i < n; i++) {
+        json_object *v = json_object_array_get_idx(arr, i);
+        if (!json_object_is_type(v, json_type_int)) return -1;
+        shape[i] = json_object_get_int64(v);
+    }
     return (int)n;
 }
 
-/* 1 when e is for this device and key's op, dtype and layout. */
-static int entry_matches(json_object *e, const char *dev, const clkit_tune_key *key)
+/* What identifies an entry: a later entry of the same key replaces it. */
+typedef struct entry_key {
+    const char *text[4]; /* device, op, dtype, layout */
+    int64_t shape[4];
+    int nshape;
+} entry_key;
+
+/* e's key; -1 when e is not a well-formed entry (an object with string device, op, dtype,
+   layout and config, and a shape of at most 4 integers). */
+static int key_of(json_object *e, entry_key *k)
 {
-    const char *d = str_field(e, "device"), *op = str_field(e, "op"), *dt = str_field(e, "dtype"),
-               *ly = str_field(e, "layout");
-    return d && op && dt && ly && !strcmp(d, dev) && !strcmp(op, key->op) &&
-           !strcmp(dt, key->dtype) && !strcmp(ly, key->layout);
+    static const char *const fields[4] = {"device", "op", "dtype", "layout"};
+    if (!json_object_is_type(e, json_type_object) || !str_field(e, "config")) return -1;
+    for (int i = 0; i < 4; i++)
+        if (!(k->text[i] = str_field(e, fields[i]))) return -1;
+    k->nshape = entry_shape(e, k->shape);
+    return k->nshape < 0 ? -1 : 0;
 }
+
+static int same_key(const entry_key *a, const entry_key *b)
+{
+    if (a->nshape != b->nshape || memcmp(a->shape, b->shape, (size_t)a->nshape * sizeof *a->shape))
+        return 0;
+    for (int i = 0; i < 4; i++)
+        if (strcmp(a->text[i], b->text[i])) return 0;
+    return 1;
+}
+
+static uint64_t key_hash(const entry_key *k)
+{
+    XXH3_state_t st;
+    XXH3_64bits_reset(&st);
+    for (int i = 0; i < 4; i++) XXH3_64bits_update(&st, k->text[i], strlen(k->text[i]) + 1);
+    XXH3_64bits_update(&st, k->shape, (size_t)k->nshape * sizeof *k->shape);
+    return XXH3_64bits_digest(&st);
+}
+
+/* ---- merging: entries by key, through an open-addressing table (O(1) an entry; a scan
+   of the array for each took 74 s for 16,000 entries) ---- */
+
+typedef struct entry_table {
+    json_object *entries; /* the merged entries, in the order their keys first came */
+    struct slot {
+        uint64_t hash;
+        size_t at;        /* index in entries + 1; 0: a free slot */
+    } *slots;
+    size_t cap;           /* slots: a power of two, more than twice the entries */
+    size_t skipped;       /* malformed entries left out */
+} entry_table;
+
+static int table_init(entry_table *t)
+{
+    memset(t, 0, sizeof *t);
+    t->entries = json_object_new_array();
+    return t->entries ? 0 : -1;
+}
+
+static void table_free(entry_table *t)
+{
+    json_object_put(t->entries);
+    free(t->slots);
+}
+
+static int table_grow(entry_table *t)
+{
+    size_t cap = t->cap ? 2 * t->cap : 64;
+    struct slot *s = calloc(cap, sizeof *s);
+    if (!s) return -1;
+    for (size_t i = 0; i < t->cap; i++) {
+        if (!t->slots[i].at) continue;
+        size_t j = t->slots[i].hash & (cap - 1);
+        while (s[j].at) j = (j + 1) & (cap - 1);
+        s[j] = t->slots[i];
+    }
+    free(t->slots);
+    t->slots = s;
+    t->cap = cap;
+    return 0;
+}
+
+/* The slot of key k (hash h): the one holding the entry of that key, else the free one
+   where it goes. */
+static size_t find_slot(const entry_table *t, const entry_key *k, uint64_t h)
+{
+    size_t i = h & (t->cap - 1);
+    for (entry_key old; t->slots[i].at; i = (i + 1) & (t->cap - 1))
+        if (t->slots[i].hash == h &&
+            key_of(json_object_array_get_idx(t->entries, t->slots[i].at - 1), &old) == 0 &&
+            same_key(k, &old))
+            break;
+    return i;
+}
+
+/* Adds e (taking a reference), or puts it in the place of the entry of the same key; counts
+   a malformed e as skipped. -1 when memory runs out. */
+static int table_add(entry_table *t, json_object *e)
+{
+    entry_key k;
+    if (key_of(e, &k) != 0) {
+        t->skipped++;
+        return 0;
+    }
+    size_t n = json_object_array_length(t->entries);
+    if (2 * (n + 1) > t->cap && table_grow(t) != 0) return -1;
+    uint64_t h = key_hash(&k);
+    size_t i = find_slot(t, &k, h);
+    int fresh = !t->slots[i].at;
+    json_object_get(e);
+    if (fresh ? json_object_array_add(t->entries, e)
+              : json_object_array_put_idx(t->entries, t->slots[i].at - 1, e)) {
+        json_object_put(e);
+        return -1;
+    }
+    if (fresh) t->slots[i] = (struct slot){h, n + 1};
+    return 0;
+}
+
+static int table_add_all(entry_table *t, json_object *arr)
+{
+    size_t n = json_object_array_length(arr);
+    for (size_t i = 0; i < n; i++)
+        if (table_add(t, json_object_array_get_idx(arr, i)) != 0) return -1;
+    return 0;
+}
+
+/* ---- lookups ---- */
 
 /* Distance between shapes: sum of squared log-ratios; exact match is 0. */
 static double shape_distance(const int64_t *a, const int64_t *b, int n)
@@ -163,11 +391,11 @@ static double shape_distance(const int64_t *a, const int64_t *b, int n)
     return d;
 }
 
-/* The entries of tuned.json for a lookup. Every matmul and attention call looks up its
-   shape, and parsing the file costs about 2 us an entry, so the context keeps the parse while
-   the file's inode, size and modification time stay the same (writers rename a new file into
-   place: a new inode), and with it the answers of its recent lookups. A corrupt or
-   newer-format file warns once per version seen. */
+/* The entries of tuned.json for a lookup (NULL only when memory ran out). Every matmul and
+   attention call looks up its shape, and parsing the file costs about 2 us an entry, so the
+   context keeps the parse while the file's inode, size and modification time stay the same
+   (writers rename a new file into place: a new inode), and with it the answers of its recent
+   lookups. A file that cannot be used warns once per version seen. */
 static json_object *memo_entries(clkit_context *ctx, const char *path)
 {
     clkit_tuned_memo *m = &ctx->tuned;
@@ -180,10 +408,11 @@ static json_object *memo_entries(clkit_context *ctx, const char *path)
     if (m->entries && m->ino == id[0] && m->size == id[1] && m->mtime_s == id[2] && m->mtime_ns == id[3])
         return m->entries;
     clkit_tuned_release(ctx);
-    file_state st = read_entries(path, &m->entries);
-    if (st == FILE_CORRUPT || st == FILE_NEWER)
-        clkit_log(CLKIT_LOG_WARN, "ignoring %s tuned-config cache %s",
-                  st == FILE_CORRUPT ? "corrupt" : "newer-format", path);
+    tuned_file f;
+    read_tuned(path, &f);
+    if (f.state != FILE_OK && f.state != FILE_MISSING)
+        clkit_log(CLKIT_LOG_WARN, "ignoring the tuned-config cache %s: %s", path, f.why);
+    m->entries = f.entries;
     m->ino = id[0], m->size = id[1], m->mtime_s = id[2], m->mtime_ns = id[3];
     return m->entries;
 }
@@ -206,7 +435,8 @@ static struct clkit_tuned_recent *recent_of(clkit_tuned_memo *m, const clkit_tun
     return NULL;
 }
 
-/* The config string of the entry nearest to key's shape (NULL: none) and whether it is exact. */
+/* The config string of the entry nearest to key's shape (NULL: none) and whether it is exact;
+   malformed entries are passed over. */
 static const char *nearest_entry(json_object *entries, const char *dev, const clkit_tune_key *key,
                                  int *exact)
 {
@@ -215,13 +445,14 @@ static const char *nearest_entry(json_object *entries, const char *dev, const cl
     size_t n = json_object_array_length(entries);
     for (size_t i = 0; i < n; i++) {
         json_object *e = json_object_array_get_idx(entries, i);
-        int64_t shape[4];
-        if (!entry_matches(e, dev, key) || entry_shape(e, shape) != key->nshape) continue;
-        double d = shape_distance(shape, key->shape, key->nshape);
-        const char *cfg = str_field(e, "config");
-        if (cfg && d < best) {
+        entry_key k;
+        if (key_of(e, &k) != 0 || k.nshape != key->nshape || strcmp(k.text[0], dev) ||
+            strcmp(k.text[1], key->op) || strcmp(k.text[2], key->dtype) || strcmp(k.text[3], key->layout))
+            continue;
+        double d = shape_distance(k.shape, key->shape, key->nshape);
+        if (d < best) {
             best = d;
-            best_cfg = cfg;
+            best_cfg = str_field(e, "config");
         }
     }
     *exact = best == 0;
@@ -234,6 +465,7 @@ clkit_lookup clkit_cache_lookup(clkit_context *ctx, const clkit_tune_key *key, c
     char path[4200], dev[400];
     cache_path(ctx, path, sizeof path, "");
     json_object *entries = memo_entries(ctx, path);
+    if (!entries) return CLKIT_LOOKUP_NONE;
     clkit_tuned_memo *m = &ctx->tuned;
     struct clkit_tuned_recent *r = recent_of(m, key);
     if (!r) {
@@ -257,6 +489,8 @@ clkit_lookup clkit_cache_lookup(clkit_context *ctx, const clkit_tune_key *key, c
     return (clkit_lookup)r->found;
 }
 
+/* ---- writing ---- */
+
 static json_object *new_entry(const char *dev, const clkit_tune_key *key, const clkit_config *cfg,
                               double ms)
 {
@@ -275,28 +509,8 @@ static json_object *new_entry(const char *dev, const clkit_tune_key *key, const 
     return e;
 }
 
-/* Replaces the entry with e's key (device, op, dtype, layout, shape) or appends e. */
-static void merge_entry(json_object *entries, json_object *e)
-{
-    int64_t shape[4], other[4];
-    int n = entry_shape(e, shape);
-    size_t len = json_object_array_length(entries);
-    for (size_t i = 0; i < len; i++) {
-        json_object *old = json_object_array_get_idx(entries, i);
-        int same = entry_shape(old, other) == n && memcmp(shape, other, sizeof(int64_t) * (size_t)n) == 0;
-        static const char *fields[] = {"device", "op", "dtype", "layout"};
-        for (int f = 0; same && f < 4; f++) {
-            const char *a = str_field(old, fields[f]), *b = str_field(e, fields[f]);
-            same = a && b && !strcmp(a, b);
-        }
-        if (same) {
-            json_object_array_put_idx(entries, i, e);
-            return;
-        }
-    }
-    json_object_array_add(entries, e);
-}
-
+/* Writes {"format", "entries"} to a temporary file beside path and renames it into place, so
+   that readers (and a writer killed midway) never leave or see part of a file. */
 static int write_atomically(const char *path, json_object *entries)
 {
     json_object *root = json_object_new_object();
@@ -310,81 +524,98 @@ static int write_atomically(const char *path, json_object *entries)
         size_t len = strlen(text);
         ok = write(fd, text, len) == (ssize_t)len && write(fd, "\n", 1) == 1;
         ok = (close(fd) == 0) && ok && rename(tmp, path) == 0;
-        if (!ok) unlink(tmp);
+        if (!ok) {
+            int err = errno;
+            unlink(tmp);
+            errno = err;
+        }
     }
     json_object_put(root);
     return ok ? 0 : -1;
 }
 
-/* Runs fn(entries, arg) on the file's entries under the lock and writes the result back. */
-static clkit_status locked_update(clkit_context *ctx, void (*fn)(json_object *, void *), void *arg)
+/* The locked descriptor of tuned.json.lock, or -1 with why filled in. */
+static int lock_cache(const clkit_context *ctx, char *why, size_t n)
 {
-    if (!ctx->cache_dir) return CLKIT_OK;
-    char path[4200], lock[4200];
-    cache_path(ctx, path, sizeof path, "");
+    char lock[4200];
     cache_path(ctx, lock, sizeof lock, ".lock");
-    char mk[4300];
-    snprintf(mk, sizeof mk, "%s", ctx->cache_dir);
     int fd = -1;
-    if (clkit_mkdir_p(mk) == 0) fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0 || flock(fd, LOCK_EX) != 0) {
-        if (fd >= 0) close(fd);
-        return clkit_fail(ctx, CLKIT_ERR_IO, "cannot lock %s: %s", lock, strerror(errno));
-    }
-    json_object *entries;
-    file_state st = read_entries(path, &entries);
+    if (clkit_mkdir_p(ctx->cache_dir) == 0) fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0 && flock(fd, LOCK_EX) == 0) return fd;
+    snprintf(why, n, "cannot lock %s: %s", lock, strerror(errno));
+    if (fd >= 0) close(fd);
+    return -1;
+}
+
+/* Merges the entries of `add` (well-formed ones: the callers check) into tuned.json under
+   the lock and writes the result back; why says what failed. */
+static clkit_status locked_update(clkit_context *ctx, json_object *add, char *why, size_t n)
+{
+    char path[4200];
+    cache_path(ctx, path, sizeof path, "");
+    int lock = lock_cache(ctx, why, n);
+    if (lock < 0) return CLKIT_ERR_IO;
+    tuned_file f;
+    read_tuned(path, &f);
+    entry_table t;
     clkit_status s = CLKIT_OK;
-    if (st == FILE_NEWER) {
-        s = clkit_fail(ctx, CLKIT_ERR_IO, "%s was written by a newer clkit; not overwriting it", path);
+    if (f.state == FILE_NEWER || f.state == FILE_UNREADABLE) {
+        snprintf(why, n, "%s: %s; not overwriting it", path, f.why);
+        s = CLKIT_ERR_IO;
+    } else if (!f.entries || table_init(&t) != 0) {
+        snprintf(why, n, "out of memory merging %s", path);
+        s = CLKIT_ERR_OUT_OF_MEMORY;
     } else {
-        if (st == FILE_CORRUPT) {
+        if (f.state == FILE_CORRUPT) {
             char aside[4300];
             cache_path(ctx, aside, sizeof aside, ".corrupt");
-            clkit_log(CLKIT_LOG_WARN, "%s is corrupt; moved to %s and started afresh", path, aside);
+            clkit_log(CLKIT_LOG_WARN, "%s: %s; moved to %s and started afresh", path, f.why, aside);
             rename(path, aside);
         }
-        fn(entries, arg);
-        if (write_atomically(path, entries) != 0)
-            s = clkit_fail(ctx, CLKIT_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+        if (table_add_all(&t, f.entries) != 0 || table_add_all(&t, add) != 0) {
+            snprintf(why, n, "out of memory merging %s", path);
+            s = CLKIT_ERR_OUT_OF_MEMORY;
+        } else if (write_atomically(path, t.entries) != 0) {
+            snprintf(why, n, "cannot write %s: %s", path, strerror(errno));
+            s = CLKIT_ERR_IO;
+        } else if (t.skipped) {
+            clkit_log(CLKIT_LOG_WARN, "%s: dropped %zu malformed entries", path, t.skipped);
+        }
+        table_free(&t);
     }
-    json_object_put(entries);
-    flock(fd, LOCK_UN);
-    close(fd);
+    json_object_put(f.entries);
+    flock(lock, LOCK_UN);
+    close(lock);
     return s;
 }
 
-static void add_one(json_object *entries, void *e)
-{
-    merge_entry(entries, json_object_get((json_object *)e));
-}
+/* The unsaved entry follows this mark in the failure's message, in the form --import reads,
+   so that no caller (`clkit tune` prints it) loses a tuning that could not be kept. */
+#define UNSAVED_MARK "; unsaved entry: "
 
 clkit_status clkit_cache_store(clkit_context *ctx, const clkit_tune_key *key,
                                const clkit_config *cfg, double ms)
 {
-    char dev[400];
+    if (!ctx->cache_dir) return CLKIT_OK;
+    char dev[400], why[4400];
     device_id(ctx, dev, sizeof dev);
-    json_object *e = new_entry(dev, key, cfg, ms);
-    clkit_status s = locked_update(ctx, add_one, e);
+    json_object *e = new_entry(dev, key, cfg, ms), *add = json_object_new_array();
+    clkit_status s = CLKIT_ERR_OUT_OF_MEMORY;
+    if (e && add && json_object_array_add(add, json_object_get(e)) == 0) s = locked_update(ctx, add, why, sizeof why);
+    else snprintf(why, sizeof why, "out of memory for a tuned entry");
+    if (s)
+        clkit_fail(ctx, s, "%s" UNSAVED_MARK "%s", why,
+                   e ? json_object_to_json_string_ext(e, JSON_C_TO_STRING_PLAIN) : "{}");
     json_object_put(e);
+    json_object_put(add);
     return s;
 }
 
 /* ---- public: export, import, listing ---- */
 
-static void add_all(json_object *entries, void *src)
+static const char *state_text(const tuned_file *f)
 {
-    json_object *from = src;
-    size_t n = json_object_array_length(from);
-    for (size_t i = 0; i < n; i++)
-        merge_entry(entries, json_object_get(json_object_array_get_idx(from, i)));
-}
-
-static int valid_entry(json_object *e)
-{
-    int64_t shape[4];
-    return json_object_is_type(e, json_type_object) && str_field(e, "device") && str_field(e, "op") &&
-           str_field(e, "dtype") && str_field(e, "layout") && str_field(e, "config") &&
-           entry_shape(e, shape) >= 0;
+    return f->state == FILE_MISSING ? "no such file" : f->why;
 }
 
 clkit_status clkit_tuned_import(clkit_context *ctx, const char *path)
@@ -393,20 +624,45 @@ clkit_status clkit_tuned_import(clkit_context *ctx, const char *path)
     clkit_clear_error(ctx);
     if (!path) return clkit_fail(ctx, CLKIT_ERR_NULL_ARGUMENT, "path is NULL");
     if (!ctx->cache_dir) return clkit_fail(ctx, CLKIT_ERR_IO, "the cache is disabled");
-    json_object *entries;
-    file_state st = read_entries(path, &entries);
+    tuned_file f;
+    read_tuned(path, &f);
+    if (!f.entries) return clkit_fail(ctx, CLKIT_ERR_OUT_OF_MEMORY, "reading %s", path);
+    size_t n = json_object_array_length(f.entries), bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        entry_key k;
+        bad += key_of(json_object_array_get_idx(f.entries, i), &k) != 0;
+    }
     clkit_status s = CLKIT_OK;
-    size_t n = json_object_array_length(entries);
-    for (size_t i = 0; i < n && st == FILE_OK; i++)
-        if (!valid_entry(json_object_array_get_idx(entries, i))) st = FILE_CORRUPT;
-    if (st != FILE_OK)
-        s = clkit_fail(ctx, CLKIT_ERR_IO, "%s: %s", path,
-                       st == FILE_MISSING ? "cannot read it"
-                       : st == FILE_NEWER ? "written by a newer clkit"
-                                          : "not a clkit tuned-config file");
-    else
-        s = locked_update(ctx, add_all, entries);
-    json_object_put(entries);
+    char why[4400];
+    if (f.state != FILE_OK)
+        s = clkit_fail(ctx, CLKIT_ERR_IO, "%s: %s", path, state_text(&f));
+    else if (n && bad == n)
+        s = clkit_fail(ctx, CLKIT_ERR_IO, "%s: none of its %zu entries is a well-formed tuned entry", path, n);
+    else if ((s = locked_update(ctx, f.entries, why, sizeof why)) != CLKIT_OK)
+        clkit_fail(ctx, s, "%s", why);
+    else if (bad)
+        clkit_log(CLKIT_LOG_WARN, "%s: skipped %zu malformed entries of %zu", path, bad, n);
+    json_object_put(f.entries);
+    return s;
+}
+
+/* The cache's entries merged by key into t, malformed ones skipped with a warning. */
+static clkit_status cache_entries(clkit_context *ctx, entry_table *t)
+{
+    if (table_init(t) != 0) return clkit_fail(ctx, CLKIT_ERR_OUT_OF_MEMORY, "tuned entries");
+    if (!ctx->cache_dir) return CLKIT_OK;
+    char path[4200];
+    cache_path(ctx, path, sizeof path, "");
+    tuned_file f;
+    read_tuned(path, &f);
+    clkit_status s = CLKIT_OK;
+    if (f.state != FILE_OK && f.state != FILE_MISSING)
+        s = clkit_fail(ctx, CLKIT_ERR_IO, "%s: %s", path, f.why);
+    else if (!f.entries || table_add_all(t, f.entries) != 0)
+        s = clkit_fail(ctx, CLKIT_ERR_OUT_OF_MEMORY, "reading %s", path);
+    else if (t->skipped)
+        clkit_log(CLKIT_LOG_WARN, "%s: skipped %zu malformed entries", path, t->skipped);
+    json_object_put(f.entries);
     return s;
 }
 
@@ -415,18 +671,11 @@ clkit_status clkit_tuned_export(clkit_context *ctx, const char *path)
     if (!ctx) return CLKIT_ERR_NULL_ARGUMENT;
     clkit_clear_error(ctx);
     if (!path) return clkit_fail(ctx, CLKIT_ERR_NULL_ARGUMENT, "path is NULL");
-    json_object *entries = json_object_new_array(), *all = NULL;
-    if (ctx->cache_dir) {
-        char src[4200];
-        cache_path(ctx, src, sizeof src, "");
-        read_entries(src, &all);
-        add_all(entries, all);
-        json_object_put(all);
-    }
-    clkit_status s = write_atomically(path, entries) == 0
-                         ? CLKIT_OK
-                         : clkit_fail(ctx, CLKIT_ERR_IO, "cannot write %s: %s", path, strerror(errno));
-    json_object_put(entries);
+    entry_table t;
+    clkit_status s = cache_entries(ctx, &t);
+    if (!s && write_atomically(path, t.entries) != 0)
+        s = clkit_fail(ctx, CLKIT_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+    table_free(&t);
     return s;
 }
 
@@ -434,24 +683,20 @@ clkit_status clkit_tuned_list(clkit_context *ctx, clkit_tuned_entry_fn fn, void 
 {
     if (!ctx || !fn) return CLKIT_ERR_NULL_ARGUMENT;
     clkit_clear_error(ctx);
-    if (!ctx->cache_dir) return CLKIT_OK;
-    char path[4200], dev[400];
-    cache_path(ctx, path, sizeof path, "");
+    char dev[400];
     device_id(ctx, dev, sizeof dev);
-    json_object *entries;
-    read_entries(path, &entries);
-    size_t n = json_object_array_length(entries);
+    entry_table t;
+    clkit_status s = cache_entries(ctx, &t);
+    size_t n = s ? 0 : json_object_array_length(t.entries);
     for (size_t i = 0; i < n; i++) {
-        json_object *e = json_object_array_get_idx(entries, i);
-        const char *d = str_field(e, "device");
-        if (!valid_entry(e) || strcmp(d, dev) != 0) continue;
-        json_object *ms;
-        double t = json_object_object_get_ex(e, "ms", &ms) ? json_object_get_double(ms) : 0;
+        json_object *e = json_object_array_get_idx(t.entries, i), *ms;
+        if (strcmp(str_field(e, "device"), dev) != 0) continue;
+        double v = json_object_object_get_ex(e, "ms", &ms) ? json_object_get_double(ms) : 0;
         fn(user, str_field(e, "op"), str_field(e, "dtype"), str_field(e, "layout"),
-           json_object_get_string(json_object_object_get(e, "shape")), str_field(e, "config"), t);
+           json_object_get_string(json_object_object_get(e, "shape")), str_field(e, "config"), v);
     }
-    json_object_put(entries);
-    return CLKIT_OK;
+    table_free(&t);
+    return s;
 }
 
 const char *clkit_cache_dir(const clkit_context *ctx)
