@@ -45,23 +45,44 @@ static const char binary_magic[8] = {'C', 'L', 'K', 'I', 'T', 'B', 'N', '1'};
 
 /* ---- sources ---- */
 
-static char *read_file(const char *path, size_t *len)
+/* Bounds on what is read: a kernel source is a few hundred KiB at most; a cache entry is a
+   driver's binary or PTX, tens of MiB for the largest programs. */
+#define SOURCE_MAX_BYTES ((size_t)16 << 20)
+#define ENTRY_MAX_BYTES ((size_t)1 << 30)
+
+/* path's bytes, NUL-terminated, when it is a regular file of at most max bytes. Otherwise
+   NULL, with *why saying why (NULL: the file does not exist). The size comes from fstat of
+   the open file, not from seeking: a directory reports a size of LLONG_MAX on ext4, a FIFO
+   none; and the open does not block, as it would on a FIFO without a writer. */
+static char *read_file(const char *path, size_t max, size_t *len, const char **why)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = NULL;
-    long n = -1;
-    if (fseek(f, 0, SEEK_END) == 0) n = ftell(f);
-    if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1))) {
-        if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
-            free(buf);
-            buf = NULL;
-        } else {
-            buf[n] = 0;
-            if (len) *len = (size_t)n;
-        }
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0) {
+        *why = errno == ENOENT ? NULL : strerror(errno);
+        return NULL;
     }
-    fclose(f);
+    struct stat st;
+    char *buf = NULL;
+    size_t n = 0;
+    if (fstat(fd, &st) != 0) *why = strerror(errno);
+    else if (!S_ISREG(st.st_mode)) *why = "not a regular file";
+    else if ((uint64_t)st.st_size > max) *why = "larger than any file of its kind";
+    else if (!(buf = malloc((size_t)st.st_size + 1))) *why = "out of memory";
+    while (buf && n < (size_t)st.st_size) {
+        ssize_t r = read(fd, buf + n, (size_t)st.st_size - n);
+        if (r > 0) n += (size_t)r;
+        else if (r == 0 || errno != EINTR) break;
+    }
+    if (buf && n < (size_t)st.st_size) { /* a read error, or shrunk since fstat */
+        *why = "short read";
+        free(buf);
+        buf = NULL;
+    }
+    close(fd);
+    if (buf) {
+        buf[n] = 0;
+        if (len) *len = n;
+    }
     return buf;
 }
 
@@ -70,10 +91,12 @@ static char *raw_source(const char *file)
     const char *dir = getenv("CLKIT_KERNEL_DIR");
     if (dir && *dir) {
         char path[4096];
+        const char *why;
         snprintf(path, sizeof path, "%s/%s", dir, file);
-        char *text = read_file(path, NULL);
+        char *text = read_file(path, SOURCE_MAX_BYTES, NULL, &why);
         if (text) return text;
-        clkit_log(CLKIT_LOG_WARN, "CLKIT_KERNEL_DIR: cannot read %s, using the embedded copy", path);
+        clkit_log(CLKIT_LOG_WARN, "CLKIT_KERNEL_DIR: cannot read %s (%s), using the embedded copy",
+                  path, why ? why : "no such file");
     }
     for (const clkit_embedded_source *s = clkit_embedded_sources; s->name; s++)
         if (strcmp(s->name, file) == 0) return strdup(s->text);
@@ -96,15 +119,34 @@ static int append(char **buf, size_t *len, size_t *cap, const char *src, size_t 
     return 0;
 }
 
-/* Expands #include "x.h" from the same source set: embedded sources have no directory that
-   the OpenCL compiler could search. Depth-limited against include cycles. */
-static char *expand(const char *file, int depth)
+#define INCLUDE_DEPTH 16
+
+/* The files being expanded, outermost first, and what went wrong. */
+typedef struct include_chain {
+    const char *file[INCLUDE_DEPTH];
+    int depth;
+    char why[1024];
+} include_chain;
+
+/* Whether file is being expanded already; if so, why names the cycle ("kernel source add.cl:
+   include cycle a.h -> b.h -> a.h"): expanding it again would never end. */
+static int in_cycle(include_chain *c, const char *file)
 {
-    char *raw = raw_source(file);
-    if (!raw || depth > 8) {
-        free(raw);
-        return NULL;
-    }
+    int from = 0;
+    while (from < c->depth && strcmp(c->file[from], file) != 0) from++;
+    if (from == c->depth) return 0;
+    size_t used = (size_t)snprintf(c->why, sizeof c->why, "kernel source %s: include cycle ", c->file[0]);
+    for (int i = from; i < c->depth && used < sizeof c->why; i++)
+        used += (size_t)snprintf(c->why + used, sizeof c->why - used, "%s -> ", c->file[i]);
+    if (used < sizeof c->why) snprintf(c->why + used, sizeof c->why - used, "%s", file);
+    return 1;
+}
+
+static char *expand(const char *file, include_chain *c);
+
+/* raw with its #include "x.h" lines replaced by their expansions; NULL on failure (c->why). */
+static char *expand_text(const char *raw, include_chain *c)
+{
     char *out = NULL;
     size_t len = 0, cap = 0;
     int bad = append(&out, &len, &cap, "", 0);
@@ -113,7 +155,7 @@ static char *expand(const char *file, int depth)
         size_t n = eol ? (size_t)(eol - line) + 1 : strlen(line);
         char inc[128];
         if (sscanf(line, "#include \"%127[^\"]\"", inc) == 1) {
-            char *sub = expand(inc, depth + 1);
+            char *sub = expand(inc, c);
             bad = !sub || append(&out, &len, &cap, sub, strlen(sub)) ||
                   append(&out, &len, &cap, "\n", 1);
             free(sub);
@@ -122,7 +164,7 @@ static char *expand(const char *file, int depth)
         }
         line += n;
     }
-    free(raw);
+    if (bad && !c->why[0]) snprintf(c->why, sizeof c->why, "out of memory expanding the kernel sources");
     if (bad) {
         free(out);
         return NULL;
@@ -130,9 +172,43 @@ static char *expand(const char *file, int depth)
     return out;
 }
 
+/* Expands #include "x.h" from the same source set: embedded sources have no directory that
+   the OpenCL compiler could search. NULL on failure, with c->why: a missing file, an include
+   cycle, nesting deeper than INCLUDE_DEPTH. */
+static char *expand(const char *file, include_chain *c)
+{
+    if (in_cycle(c, file)) return NULL;
+    if (c->depth == INCLUDE_DEPTH) {
+        snprintf(c->why, sizeof c->why, "kernel sources nest includes deeper than %d at %s",
+                 INCLUDE_DEPTH, file);
+        return NULL;
+    }
+    char *raw = raw_source(file);
+    if (!raw) {
+        snprintf(c->why, sizeof c->why, "kernel source %s not found%s%s", file,
+                 c->depth ? ", included from " : "", c->depth ? c->file[c->depth - 1] : "");
+        return NULL;
+    }
+    c->file[c->depth++] = file;
+    char *out = expand_text(raw, c);
+    c->depth--;
+    free(raw);
+    return out;
+}
+
+/* The expanded text of file, or NULL with why (of n bytes) saying what went wrong. */
+static char *kernel_source(const char *file, char *why, size_t n)
+{
+    include_chain c = {.depth = 0};
+    char *text = expand(file, &c);
+    if (!text) snprintf(why, n, "%s", c.why);
+    return text;
+}
+
 char *clkit_kernel_source(const char *file)
 {
-    return expand(file, 0);
+    char why[1024];
+    return kernel_source(file, why, sizeof why);
 }
 
 /* ---- disk cache ---- */
@@ -182,8 +258,12 @@ int clkit_mkdir_p(const char *dir)
 static unsigned char *load_entry(const char *path, size_t *size)
 {
     size_t len = 0;
-    unsigned char *buf = (unsigned char *)read_file(path, &len);
-    if (!buf) return NULL;
+    const char *why;
+    unsigned char *buf = (unsigned char *)read_file(path, ENTRY_MAX_BYTES, &len, &why);
+    if (!buf) {
+        if (why) clkit_log(CLKIT_LOG_WARN, "ignoring cache entry %s: %s", path, why);
+        return NULL;
+    }
     uint64_t n = 0, hash = 0;
     if (len >= 24 && memcmp(buf, binary_magic, 8) == 0) {
         memcpy(&n, buf + 8, 8);
@@ -446,8 +526,9 @@ static void record_build(const char *file, const char *options)
 static clkit_status build(clkit_context *ctx, const char *file, const char *options,
                           cl_program *out)
 {
-    char *src = clkit_kernel_source(file);
-    if (!src) return clkit_fail(ctx, CLKIT_ERR_BUILD, "kernel source %s not found", file);
+    char why[1024];
+    char *src = kernel_source(file, why, sizeof why);
+    if (!src) return clkit_fail(ctx, CLKIT_ERR_BUILD, "%s", why);
     size_t olen = strlen(ctx->build_base) + strlen(options) + 2;
     char *opts = malloc(olen);
     if (!opts) {
