@@ -6,6 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
+
 #include "ops.h"
 #include "tool.h"
 
@@ -24,6 +26,7 @@ typedef struct tune_result {
     double ms, flops, seconds;
     const char *failure;  /* NULL: tuned; else why not ("skipped: ...", "failed") */
     int failed;           /* a failure, not a skip: the exit status says so */
+    json_object *unsaved; /* tuned, but the cache could not keep it: its entry */
 } tune_result;
 
 static void usage(FILE *f)
@@ -70,8 +73,13 @@ static void usage(FILE *f)
                "  --import FILE    merge the entries of FILE into the cache\n"
                "  --device D       an index or a name substring, as $CLKIT_DEVICE\n"
                "\n"
-               "Exit status: 0 done, 1 a shape could not be tuned or a file not read or\n"
-               "written, 2 bad usage.\n");
+               "Where the cache cannot be written (a read-only directory, a full disk), the\n"
+               "winners are still shown, and their entries follow the table on stdout as a\n"
+               "tuned-config file (from its first '{' line on): save it and --import it where\n"
+               "the cache can be written.\n"
+               "\n"
+               "Exit status: 0 done, 1 a shape could not be tuned, a winner could not be\n"
+               "saved (its entry is then on stdout) or a file not read or written, 2 bad usage.\n");
 }
 
 static int bad_usage(const char *msg)
@@ -209,6 +217,34 @@ static void on_candidate(void *user, int done, int total, const char *config, do
 
 /* ---- tuning ---- */
 
+/* What follows it in the message of a failed store is the entry that was not saved
+   (host/tune_cache.c: UNSAVED_MARK). */
+static const char unsaved_mark[] = "; unsaved entry: ";
+
+/* The entry that detail, a failed store's message, carries; NULL when it carries none. */
+static json_object *unsaved_entry(const char *detail)
+{
+    const char *at = strstr(detail, unsaved_mark);
+    json_object *e = at ? json_tokener_parse(at + sizeof unsaved_mark - 1) : NULL;
+    if (e && !json_object_is_type(e, json_type_object)) {
+        json_object_put(e);
+        e = NULL;
+    }
+    return e;
+}
+
+/* A shape tuned whose winner the cache could not keep: the winner for the table, the entry
+   for stdout, what went wrong on stderr. */
+static void keep_unsaved(const tune_progress *t, tune_result *r, json_object *entry)
+{
+    const char *detail = tool_detail(CLKIT_ERR_IO, op_error());
+    int len = (int)(strstr(detail, unsaved_mark) - detail);
+    fprintf(stderr, "clkit tune: %s: tuned, but not saved in the cache: %.*s\n", r->shape, len, detail);
+    r->unsaved = entry;
+    r->ms = t->best_ms;
+    snprintf(r->config, sizeof r->config, "%s", t->best);
+}
+
 static void tune_one(clkit_context *ctx, op_problem *p, const tune_opts *o, tune_progress *t,
                      tune_result *r)
 {
@@ -219,6 +255,11 @@ static void tune_one(clkit_context *ctx, op_problem *p, const tune_opts *o, tune
     op_free(p);
     if (t->tty && t->last_done) fputc('\n', stderr);
     r->seconds = (tool_now_ms() - t0) * 1e-3;
+    json_object *entry = s == CLKIT_ERR_IO && isfinite(t->best_ms) ? unsaved_entry(op_error()) : NULL;
+    if (entry) {
+        keep_unsaved(t, r, entry);
+        return;
+    }
     if (s == CLKIT_ERR_UNSUPPORTED) {
         fprintf(stderr, "clkit tune: skipping %s: %s\n", r->shape, op_error());
         r->failure = "skipped: nothing to tune on this device (see stderr)";
@@ -254,21 +295,39 @@ static op_problem tune_problem(const tune_opts *o, const op_def *op, const op_sh
     return p;
 }
 
-static void print_results(const tune_result *r, int n, const op_problem *p,
+static void print_results(const tune_result *r, int n, int unsaved, const op_problem *p,
                           const struct clkit_device_props *dev)
 {
     char dtype[24];
     op_dtype_text(p, dtype, sizeof dtype);
-    printf("\ntuned %s %s on %s (the winner per shape, stored in the cache):\n", p->op->name,
-           dtype, dev->name);
+    printf("\ntuned %s %s on %s (the winner per shape, %s):\n", p->op->name, dtype, dev->name,
+           unsaved ? "stored in the cache unless marked" : "stored in the cache");
     printf("%-24s %10s %9s %8s  %s\n", "shape", "ms", "TFLOP/s", "tune s", "config");
     for (int i = 0; i < n; i++) {
         if (r[i].failure)
             printf("%-24s %s\n", r[i].shape, r[i].failure);
         else
-            printf("%-24s %10.4g %9.4g %8.1f  %s\n", r[i].shape, r[i].ms,
-                   r[i].flops / r[i].ms * 1e-9, r[i].seconds, r[i].config);
+            printf("%-24s %10.4g %9.4g %8.1f  %s%s\n", r[i].shape, r[i].ms,
+                   r[i].flops / r[i].ms * 1e-9, r[i].seconds, r[i].config,
+                   r[i].unsaved ? "  (not saved)" : "");
     }
+}
+
+/* The entries the cache could not keep, as the tuned-config file that --import reads, so that
+   the tuning is not lost; takes the entries out of r. */
+static void print_unsaved(tune_result *r, int n, int unsaved)
+{
+    json_object *root = json_object_new_object(), *entries = json_object_new_array();
+    json_object_object_add(root, "format", json_object_new_int(1));
+    json_object_object_add(root, "entries", entries);
+    for (int i = 0; i < n; i++)
+        if (r[i].unsaved) json_object_array_add(entries, r[i].unsaved);
+    printf("\n%s\n", json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY));
+    fprintf(stderr, "clkit tune: %d winner%s could not be saved; the tuned-config file after the "
+                    "table on stdout keeps %s: save it and run `clkit tune --import FILE` where "
+                    "the cache can be written\n", unsaved, unsaved == 1 ? "" : "s",
+            unsaved == 1 ? "it" : "them");
+    json_object_put(root);
 }
 
 static int tune_all(clkit_context *ctx, const tune_opts *o, const op_def *op)
@@ -281,16 +340,19 @@ static int tune_all(clkit_context *ctx, const tune_opts *o, const op_def *op)
     tune_result *results = calloc((size_t)n, sizeof *results);
     if (!results) return TOOL_EXIT_FAIL;
     op_problem p;
+    int unsaved = 0;
     for (int i = 0; i < n; i++) {
         p = tune_problem(o, op, &shapes[i], &dev, &results[i]);
         if (results[i].failure) continue;
         tune_progress t = {.shape = &results[i], .index = i, .count = n,
                            .tty = isatty(STDERR_FILENO), .best_ms = INFINITY};
         tune_one(ctx, &p, o, &t, &results[i]);
-        if (results[i].failed) rc = TOOL_EXIT_FAIL;
+        unsaved += results[i].unsaved != NULL;
+        if (results[i].failed || results[i].unsaved) rc = TOOL_EXIT_FAIL;
     }
     /* The title names the op and dtypes, which every problem shares. */
-    print_results(results, n, &p, &dev);
+    print_results(results, n, unsaved, &p, &dev);
+    if (unsaved) print_unsaved(results, n, unsaved);
     free(results);
     return rc;
 }
