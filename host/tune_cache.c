@@ -272,6 +272,16 @@ static int key_of(json_object *e, entry_key *k)
     return k->nshape < 0 ? -1 : 0;
 }
 
+static size_t count_malformed(json_object *entries)
+{
+    size_t n = json_object_array_length(entries), bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        entry_key k;
+        bad += key_of(json_object_array_get_idx(entries, i), &k) != 0;
+    }
+    return bad;
+}
+
 static int same_key(const entry_key *a, const entry_key *b)
 {
     if (a->nshape != b->nshape || memcmp(a->shape, b->shape, (size_t)a->nshape * sizeof *a->shape))
@@ -395,7 +405,8 @@ static double shape_distance(const int64_t *a, const int64_t *b, int n)
    attention call looks up its shape, and parsing the file costs about 2 us an entry, so the
    context keeps the parse while the file's inode, size and modification time stay the same
    (writers rename a new file into place: a new inode), and with it the answers of its recent
-   lookups. A file that cannot be used warns once per version seen. */
+   lookups. A file that cannot be used, or has malformed entries, warns once per version
+   seen. */
 static json_object *memo_entries(clkit_context *ctx, const char *path)
 {
     clkit_tuned_memo *m = &ctx->tuned;
@@ -410,8 +421,11 @@ static json_object *memo_entries(clkit_context *ctx, const char *path)
     clkit_tuned_release(ctx);
     tuned_file f;
     read_tuned(path, &f);
+    size_t bad = f.state == FILE_OK ? count_malformed(f.entries) : 0;
     if (f.state != FILE_OK && f.state != FILE_MISSING)
         clkit_log(CLKIT_LOG_WARN, "ignoring the tuned-config cache %s: %s", path, f.why);
+    else if (bad)
+        clkit_log(CLKIT_LOG_WARN, "%s: passing over %zu malformed entries", path, bad);
     m->entries = f.entries;
     m->ino = id[0], m->size = id[1], m->mtime_s = id[2], m->mtime_ns = id[3];
     return m->entries;
@@ -627,11 +641,7 @@ clkit_status clkit_tuned_import(clkit_context *ctx, const char *path)
     tuned_file f;
     read_tuned(path, &f);
     if (!f.entries) return clkit_fail(ctx, CLKIT_ERR_OUT_OF_MEMORY, "reading %s", path);
-    size_t n = json_object_array_length(f.entries), bad = 0;
-    for (size_t i = 0; i < n; i++) {
-        entry_key k;
-        bad += key_of(json_object_array_get_idx(f.entries, i), &k) != 0;
-    }
+    size_t n = json_object_array_length(f.entries), bad = count_malformed(f.entries);
     clkit_status s = CLKIT_OK;
     char why[4400];
     if (f.state != FILE_OK)

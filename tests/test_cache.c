@@ -1,6 +1,7 @@
 /* The on-disk binary cache: entries are reused, corrupt or truncated entries and unwritable
    directories never crash or change results, processes filling one cache at once all
-   succeed, and a cache over its size cap sheds its least recently used entries. */
+   succeed, and a cache over its size cap sheds its least recently used entries. Kernel
+   sources from CLKIT_KERNEL_DIR: only regular files are read, and include cycles are named. */
 #define _GNU_SOURCE
 #include "internal.h"
 #include "util.h"
@@ -322,6 +323,91 @@ START_TEST(ptx_retarget)
 }
 END_TEST
 
+static void write_in(const char *dir, const char *name, const char *text)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    ck_assert(f != NULL);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* add fails to build, naming what is wrong in its sources. */
+static void expect_source_error(const char *dir, const char *message)
+{
+    ck_assert(setenv("CLKIT_KERNEL_DIR", dir, 1) == 0);
+    clkit_context *ctx = ctx_in("");
+    cl_mem b = ref_upload(ctx, CLKIT_F32, 64, NULL);
+    ck_assert(b != NULL);
+    int64_t shape[1] = {64};
+    clkit_tensor t = clkit_tensor_contiguous(b, CLKIT_F32, 1, shape);
+    TU_EXPECT(CLKIT_ERR_BUILD, clkit_add(ctx, &t, &t, &t));
+    ck_assert_msg(strstr(clkit_last_error(ctx), message), "'%s' does not say '%s'",
+                  clkit_last_error(ctx), message);
+    clReleaseMemObject(b);
+    clkit_context_release(ctx);
+    ck_assert(unsetenv("CLKIT_KERNEL_DIR") == 0);
+}
+
+/* An include cycle under CLKIT_KERNEL_DIR was reported as "kernel source add.cl not found". */
+START_TEST(include_cycles_named)
+{
+    char *dir = fresh_dir();
+    write_in(dir, "add.cl", "#include \"a.h\"\n");
+    write_in(dir, "a.h", "#include \"b.h\"\n");
+    write_in(dir, "b.h", "#include \"a.h\"\n");
+    expect_source_error(dir, "kernel source add.cl: include cycle a.h -> b.h -> a.h");
+    write_in(dir, "add.cl", "// itself\n#include \"add.cl\"\n");
+    expect_source_error(dir, "kernel source add.cl: include cycle add.cl -> add.cl");
+    write_in(dir, "add.cl", "#include \"missing.h\"\n");
+    expect_source_error(dir, "kernel source missing.h not found, included from add.cl");
+}
+END_TEST
+
+/* In a child ended by an alarm after a minute: whether add runs right with a FIFO for add.cl
+   and a directory for common.h under CLKIT_KERNEL_DIR (the embedded copies serve), and with
+   every binary entry in `cache` replaced by a FIFO. */
+static int adds_beside_special_files(const char *kernels, const char *cache)
+{
+    pid_t pid = fork();
+    ck_assert(pid >= 0);
+    if (pid == 0) {
+        alarm(60);
+        setenv("CLKIT_KERNEL_DIR", kernels, 1);
+        clkit_context *ctx = ctx_in(cache);
+        int bad = run_adds(ctx);
+        clkit_context_release(ctx);
+        _exit(bad);
+    }
+    int st;
+    ck_assert(waitpid(pid, &st, 0) == pid);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void make_fifo(const char *path)
+{
+    ck_assert(unlink(path) == 0 && mkfifo(path, 0644) == 0);
+}
+
+/* Sources and binary entries are read only from regular files: reading took a directory's
+   size from ftell (LLONG_MAX on ext4) and malloc'd it, and a FIFO blocked the open forever. */
+START_TEST(only_regular_files_read)
+{
+    char kernels[64], cache[64], path[128];
+    snprintf(kernels, sizeof kernels, "%s", fresh_dir());
+    snprintf(cache, sizeof cache, "%s", fresh_dir());
+    snprintf(path, sizeof path, "%s/add.cl", kernels);
+    ck_assert(mkfifo(path, 0644) == 0);
+    snprintf(path, sizeof path, "%s/common.h", kernels);
+    ck_assert(mkdir(path, 0755) == 0);
+    ck_assert_msg(adds_beside_special_files(kernels, cache) == 0, "special source files");
+    ck_assert_int_eq(count_entries(cache, ".clbin"), 3);
+    damage_entries(cache, make_fifo);
+    ck_assert_msg(adds_beside_special_files(kernels, cache) == 0, "FIFOs as binary entries");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cache");
@@ -332,6 +418,8 @@ int main(void)
     tcase_add_test(tc, concurrent_processes);
     tcase_add_test(tc, size_cap);
     tcase_add_test(tc, ptx_retarget);
+    tcase_add_test(tc, include_cycles_named);
+    tcase_add_test(tc, only_regular_files_read);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

@@ -1,14 +1,18 @@
 /* The tuned-config cache: lookup fallbacks (exact, nearest, none), lookups that follow the
-   file's changes, corrupt, truncated and newer-format files, concurrent tuners, export and
-   import. */
+   file's changes, corrupt, truncated and newer-format files, files that must not be read,
+   malformed entries, concurrent tuners, export and import. */
 #define _GNU_SOURCE
 #include "tune.h"
 #include "util.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <json-c/json.h>
 
 static clkit_context *ctx_in(const char *dir)
 {
@@ -264,6 +268,156 @@ START_TEST(export_import)
 }
 END_TEST
 
+/* The number of entries of the tuned-config file at path; -1 when it is not one. */
+static int file_entries(const char *path)
+{
+    json_object *root = json_object_from_file(path), *arr;
+    int n = root && json_object_object_get_ex(root, "entries", &arr) &&
+                    json_object_is_type(arr, json_type_array)
+                ? (int)json_object_array_length(arr)
+                : -1;
+    json_object_put(root);
+    return n;
+}
+
+/* Entries without a shape, or with a shape of strings, once crashed export (a negative
+   length to memcmp) and were copied into exports; they are skipped, a later entry of a key
+   still replaces an earlier one in place, and a file of nothing but such entries is refused. */
+START_TEST(malformed_entries_skipped)
+{
+    char src[64], dst[64], file[128];
+    snprintf(src, sizeof src, "%s", fresh_dir());
+    snprintf(dst, sizeof dst, "%s", fresh_dir());
+    snprintf(file, sizeof file, "%s/export.json", dst);
+#define GOOD(shape, cfg)                                                                         \
+    "{\"device\": \"d\", \"op\": \"matmul\", \"dtype\": \"f32.f32.f32\", \"layout\": \"nn\", "          \
+    "\"shape\": " shape ", \"config\": \"" cfg "\"}"
+    write_text(src, "tuned.json",
+               "{\"format\": 1, \"entries\": [{\"op\": \"matmul\"}, {\"op\": \"matmul\"}, " GOOD("[1, 2, 3, 1]", "A=1")
+               ", " GOOD("[1, \"2\", 3, 1]", "B=1") ", " GOOD("[4, 5, 6, 1]", "C=1") ", "
+               GOOD("[1, 2, 3, 1]", "D=1") ", " GOOD("[1, 2, 3, 4, 5]", "E=1") "]}");
+    clkit_context *ctx = ctx_in(src);
+    TU_CHECK(clkit_tuned_export(ctx, file));
+    clkit_context_release(ctx);
+    ck_assert_int_eq(file_entries(file), 2);
+    json_object *root = json_object_from_file(file), *arr, *cfg;
+    ck_assert(json_object_object_get_ex(root, "entries", &arr));
+    ck_assert(json_object_object_get_ex(json_object_array_get_idx(arr, 0), "config", &cfg));
+    ck_assert_str_eq(json_object_get_string(cfg), "D=1");
+    json_object_put(root);
+
+    char src_file[128];
+    snprintf(src_file, sizeof src_file, "%s/tuned.json", src);
+    ctx = ctx_in(dst);
+    TU_CHECK(clkit_tuned_import(ctx, src_file));
+    char imported[128];
+    snprintf(imported, sizeof imported, "%s/tuned.json", dst);
+    ck_assert_int_eq(file_entries(imported), 2);
+    write_text(dst, "bad.json", "{\"format\": 1, \"entries\": [{\"op\": \"matmul\"}, 3]}");
+    snprintf(file, sizeof file, "%s/bad.json", dst);
+    TU_EXPECT(CLKIT_ERR_IO, clkit_tuned_import(ctx, file));
+    clkit_context_release(ctx);
+#undef GOOD
+}
+END_TEST
+
+/* Runs fn(dir) in a child that an alarm ends after `seconds`; its exit status, or -1 when it
+   was killed (a hang). */
+static int in_child(void (*fn)(const char *dir), const char *dir, unsigned seconds)
+{
+    pid_t pid = fork();
+    ck_assert(pid >= 0);
+    if (pid == 0) {
+        alarm(seconds);
+        fn(dir);
+        _exit(0);
+    }
+    int st;
+    ck_assert(waitpid(pid, &st, 0) == pid);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void lookup_export_store(const char *dir)
+{
+    clkit_context *ctx = ctx_in(dir);
+    clkit_config got, c = config(16);
+    clkit_tune_key k = key("nn", 8, 8, 8);
+    char out[128];
+    snprintf(out, sizeof out, "%s.export", dir);
+    int bad = clkit_cache_lookup(ctx, &k, &got) != CLKIT_LOOKUP_NONE;
+    bad |= clkit_tuned_export(ctx, out) != CLKIT_ERR_IO;
+    bad |= clkit_cache_store(ctx, &k, &c, 0.5) != CLKIT_OK;
+    bad |= clkit_cache_lookup(ctx, &k, &got) != CLKIT_LOOKUP_EXACT;
+    clkit_context_release(ctx);
+    unlink(out);
+    _exit(bad);
+}
+
+/* tuned.json is read only when it is a regular file: a FIFO in its place once blocked every
+   lookup and store in json-c's open, as /dev/zero fed json-c's reader without end. Such a
+   file is set aside by the next store. */
+START_TEST(only_regular_files_read)
+{
+    char *dir = fresh_dir(), path[128];
+    snprintf(path, sizeof path, "%s/tuned.json", dir);
+    ck_assert(mkfifo(path, 0644) == 0);
+    ck_assert_msg(in_child(lookup_export_store, dir, 60) == 0, "a FIFO as tuned.json: hung or failed");
+    dir = fresh_dir();
+    snprintf(path, sizeof path, "%s/tuned.json", dir);
+    ck_assert(mkdir(path, 0755) == 0);
+    ck_assert_msg(in_child(lookup_export_store, dir, 60) == 0, "a directory as tuned.json");
+}
+END_TEST
+
+/* A file past the 64 MiB cap is not read, even when it is good JSON (whitespace pads it),
+   nor is it overwritten. */
+START_TEST(size_cap)
+{
+    char *dir = fresh_dir(), path[128];
+    snprintf(path, sizeof path, "%s/tuned.json", dir);
+    clkit_context *ctx = ctx_in(dir);
+    clkit_tune_key k = key("nn", 8, 8, 8);
+    clkit_config c = config(16), got;
+    TU_CHECK(clkit_cache_store(ctx, &k, &c, 0.5));
+    clkit_context_release(ctx);
+    FILE *f = fopen(path, "a");
+    ck_assert(f != NULL);
+    static char spaces[1 << 16];
+    memset(spaces, ' ', sizeof spaces);
+    for (int i = 0; i < (64 << 4) + 1; i++) ck_assert(fwrite(spaces, 1, sizeof spaces, f) == sizeof spaces);
+    fclose(f);
+    ctx = ctx_in(dir);
+    ck_assert_int_eq(clkit_cache_lookup(ctx, &k, &got), CLKIT_LOOKUP_NONE);
+    TU_EXPECT(CLKIT_ERR_IO, clkit_cache_store(ctx, &k, &c, 0.5));
+    clkit_context_release(ctx);
+    struct stat st;
+    ck_assert(stat(path, &st) == 0 && st.st_size > (64 << 20));
+    unlink(path);
+}
+END_TEST
+
+/* json-c's file reader records a missing or corrupt file in a process-wide buffer, which
+   contexts on two threads wrote at once (a data race); lookups, stores, exports and imports
+   leave it alone. */
+START_TEST(no_global_json_state)
+{
+    char *dir = fresh_dir(), out[128];
+    snprintf(out, sizeof out, "%s/out.json", dir);
+    clkit_context *ctx = ctx_in(dir);
+    clkit_tune_key k = key("nn", 8, 8, 8);
+    clkit_config c = config(16), got;
+    ck_assert_int_eq(clkit_cache_lookup(ctx, &k, &got), CLKIT_LOOKUP_NONE);
+    TU_EXPECT(CLKIT_ERR_IO, clkit_tuned_import(ctx, "/nonexistent/tuned.json"));
+    write_text(dir, "tuned.json", "{\"format\": 1, \"entries\": [");
+    ck_assert_int_eq(clkit_cache_lookup(ctx, &k, &got), CLKIT_LOOKUP_NONE);
+    TU_CHECK(clkit_cache_store(ctx, &k, &c, 0.5));
+    TU_CHECK(clkit_tuned_export(ctx, out));
+    clkit_context_release(ctx);
+    ck_assert_msg(json_util_get_last_err() == NULL, "json-c's global error was written: %s",
+                  json_util_get_last_err());
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tune_cache");
@@ -275,6 +429,10 @@ int main(void)
     tcase_add_test(tc, newer_format_is_left_alone);
     tcase_add_test(tc, concurrent_tuners_lose_nothing);
     tcase_add_test(tc, export_import);
+    tcase_add_test(tc, malformed_entries_skipped);
+    tcase_add_test(tc, only_regular_files_read);
+    tcase_add_test(tc, size_cap);
+    tcase_add_test(tc, no_global_json_state);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }
