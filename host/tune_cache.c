@@ -14,6 +14,7 @@
 #include "tune.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -523,6 +524,10 @@ static json_object *new_entry(const char *dev, const clkit_tune_key *key, const 
     return e;
 }
 
+/* What a temporary file's name adds to the file's, before mkstemp's six characters: a name no
+   one else would give a file, since stale ones are removed (remove_stale_temps). */
+#define TEMP_SUFFIX ".tmp-"
+
 /* Writes {"format", "entries"} to a temporary file beside path and renames it into place, so
    that readers (and a writer killed midway) never leave or see part of a file. */
 static int write_atomically(const char *path, json_object *entries)
@@ -531,7 +536,7 @@ static int write_atomically(const char *path, json_object *entries)
     json_object_object_add(root, "format", json_object_new_int(FORMAT_VERSION));
     json_object_object_add(root, "entries", json_object_get(entries));
     char tmp[4300];
-    snprintf(tmp, sizeof tmp, "%s.XXXXXX", path);
+    snprintf(tmp, sizeof tmp, "%s" TEMP_SUFFIX "XXXXXX", path);
     int fd = mkstemp(tmp), ok = 0;
     if (fd >= 0) {
         const char *text = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY);
@@ -561,6 +566,24 @@ static int lock_cache(const clkit_context *ctx, char *why, size_t n)
     return -1;
 }
 
+/* Removes the temporary files (tuned.json.tmp-XXXXXX) of writers killed before their rename.
+   Writers make them only while they hold the lock, which the caller now holds: any there is
+   stale. */
+static void remove_stale_temps(const clkit_context *ctx)
+{
+    DIR *d = opendir(ctx->cache_dir);
+    static const char prefix[] = "tuned.json" TEMP_SUFFIX;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        char path[4300];
+        if (strncmp(e->d_name, prefix, sizeof prefix - 1) || strlen(e->d_name) != sizeof prefix - 1 + 6)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", ctx->cache_dir, e->d_name);
+        clkit_log(CLKIT_LOG_INFO, "removing %s, left by a writer that did not finish", path);
+        unlink(path);
+    }
+    if (d) closedir(d);
+}
+
 /* Merges the entries of `add` (well-formed ones: the callers check) into tuned.json under
    the lock and writes the result back; why says what failed. */
 static clkit_status locked_update(clkit_context *ctx, json_object *add, char *why, size_t n)
@@ -569,6 +592,7 @@ static clkit_status locked_update(clkit_context *ctx, json_object *add, char *wh
     cache_path(ctx, path, sizeof path, "");
     int lock = lock_cache(ctx, why, n);
     if (lock < 0) return CLKIT_ERR_IO;
+    remove_stale_temps(ctx);
     tuned_file f;
     read_tuned(path, &f);
     entry_table t;
