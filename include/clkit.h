@@ -62,7 +62,8 @@ typedef struct clkit_tensor {
 typedef struct clkit_options {
     const char *device;     /* NULL: $CLKIT_DEVICE, else first GPU, else first device.
                                An index ("1") or a case-insensitive substring of
-                               "platform device vendor" ("nvidia", "pocl", "cpu"). */
+                               "platform platform-vendor device vendor type" ("nvidia",
+                               "amd", "pocl", "cpu", "gpu"). */
     const char *cache_dir;  /* NULL: $CLKIT_CACHE_DIR, else $XDG_CACHE_HOME/clkit,
                                else ~/.cache/clkit. "" disables the on-disk cache. Its
                                compiled programs are capped at $CLKIT_CACHE_MAX_MB megabytes
@@ -156,7 +157,10 @@ typedef enum clkit_activation {
 typedef enum clkit_provider {
     CLKIT_PROVIDER_AUTO,    /* tuned choice from the cache, else clkit's heuristic default */
     CLKIT_PROVIDER_CLKIT,   /* clkit's own kernels */
-    CLKIT_PROVIDER_CLBLAST  /* CLBlast's GEMM (f32, no activation) */
+    CLKIT_PROVIDER_CLBLAST  /* CLBlast's GEMM (f32, no activation; else UNSUPPORTED). Calls
+                               whose strides BLAS cannot express (zero, negative or
+                               overlapping; neither dimension of unit stride) or with K = 0
+                               run on clkit's kernels instead. */
 } clkit_provider;
 
 typedef struct clkit_matmul_options {
@@ -188,6 +192,8 @@ clkit_matmul_options clkit_matmul_defaults(void);
    views need no copy); 3-D tensors add a leading batch dimension, a batch stride of 0 (or a
    2-D operand) broadcasting. Inputs f32, f16 or bf16 (A and B alike), f32 accumulation; C is
    f32, or for f16/bf16 inputs any of f32, f16, bf16. opt NULL: the defaults.
+   beta = 0 never reads C (as BLAS: NaN or garbage in C does not reach the result). M, N or
+   batch 0: nothing to do, OK. K = 0: C = act(beta * C). C may not overlap A or B.
    On NVIDIA GPUs of compute capability 8.0 and later, f16/bf16 operands go through the tensor
    cores (mma.sync) when each has a unit-stride dimension and its other strides and offset are
    multiples of 8 elements (f32 operands: multiples of 4, unless exact_f32); other operands,

@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
+
 typedef struct operand {
     cl_mem buf;
     double *host; /* the whole buffer's values */
@@ -181,19 +183,64 @@ START_TEST(alpha_beta_activation)
 END_TEST
 
 /* beta = 0 never reads C: NaN in C must not leak into the result. */
+/* beta = 0 never reads C, on every provider and kernel: NaN in C stays out of the result. */
 START_TEST(beta_zero_ignores_nan)
 {
     clkit_context *ctx = tu_ctx();
+    static const char *configs[] = {
+        NULL, "KERNEL=0,TILE=16", "KERNEL=1,TILE=8",
+        "KERNEL=2,BLOCK_M=16,BLOCK_N=32,BLOCK_K=16,THREAD_M=2,THREAD_N=2,GROUP_M=8",
+        "KERNEL=3,SK_COLS=8,SK_K=32,SK_M=1",
+    };
     double a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {1, 0, 0, 1, 1, 1}, c[4] = {NAN, NAN, NAN, NAN}, got[4];
-    cl_mem ba = tu_buffer(ctx, CLKIT_F32, 6, a), bb = tu_buffer(ctx, CLKIT_F32, 6, b), bc = tu_buffer(ctx, CLKIT_F32, 4, c);
+    cl_mem ba = tu_buffer(ctx, CLKIT_F32, 6, a), bb = tu_buffer(ctx, CLKIT_F32, 6, b);
     int64_t sa[2] = {2, 3}, sb[2] = {3, 2}, sc[2] = {2, 2};
-    clkit_tensor ta = clkit_tensor_contiguous(ba, CLKIT_F32, 2, sa), tb = clkit_tensor_contiguous(bb, CLKIT_F32, 2, sb),
-                 tc = clkit_tensor_contiguous(bc, CLKIT_F32, 2, sc);
-    TU_CHECK(clkit_matmul(ctx, &ta, &tb, &tc, NULL));
-    tu_read(ctx, bc, CLKIT_F32, 4, got);
-    double want[4] = {4, 5, 10, 11};
-    tu_assert_close(got, want, 4, 0, 0, "beta 0 with NaN in C");
-    clReleaseMemObject(ba), clReleaseMemObject(bb), clReleaseMemObject(bc);
+    clkit_tensor ta = clkit_tensor_contiguous(ba, CLKIT_F32, 2, sa), tb = clkit_tensor_contiguous(bb, CLKIT_F32, 2, sb);
+    for (int p = CLKIT_PROVIDER_AUTO; p <= CLKIT_PROVIDER_CLBLAST; p++)
+        for (size_t i = 0; i < (p == CLKIT_PROVIDER_CLKIT ? sizeof configs / sizeof *configs : 1); i++) {
+            cl_mem bc = tu_buffer(ctx, CLKIT_F32, 4, c);
+            clkit_tensor tc = clkit_tensor_contiguous(bc, CLKIT_F32, 2, sc);
+            clkit_matmul_options o = clkit_matmul_defaults();
+            o.provider = (clkit_provider)p, o.config = configs[i];
+            TU_CHECK(clkit_matmul(ctx, &ta, &tb, &tc, &o));
+            tu_read(ctx, bc, CLKIT_F32, 4, got);
+            double want[4] = {4, 5, 10, 11};
+            tu_assert_close(got, want, 4, 0, 0, configs[i] ? configs[i] : "beta 0 with NaN in C");
+            clReleaseMemObject(bc);
+        }
+    clReleaseMemObject(ba), clReleaseMemObject(bb);
+    clkit_context_release(ctx);
+}
+END_TEST
+
+/* K = 0: C = act(beta * C) on every provider; beta 0 gives zeros even over NaN. */
+START_TEST(empty_k)
+{
+    clkit_context *ctx = tu_ctx();
+    double c[4] = {NAN, -1, 2, -3}, got[4];
+    cl_mem ba = tu_buffer(ctx, CLKIT_F32, 4, NULL);
+    int64_t sa[2] = {2, 0}, sb[2] = {0, 2}, sc[2] = {2, 2};
+    clkit_tensor ta = clkit_tensor_contiguous(ba, CLKIT_F32, 2, sa), tb = clkit_tensor_contiguous(ba, CLKIT_F32, 2, sb);
+    for (int p = CLKIT_PROVIDER_AUTO; p <= CLKIT_PROVIDER_CLBLAST; p++)
+        for (int beta = 0; beta <= 2; beta += 2) {
+            cl_mem bc = tu_buffer(ctx, CLKIT_F32, 4, c);
+            clkit_tensor tc = clkit_tensor_contiguous(bc, CLKIT_F32, 2, sc);
+            clkit_matmul_options o = clkit_matmul_defaults();
+            o.provider = (clkit_provider)p, o.beta = (float)beta;
+            o.activation = beta ? CLKIT_ACT_NONE : CLKIT_ACT_RELU;
+            if (p == CLKIT_PROVIDER_CLBLAST) o.activation = CLKIT_ACT_NONE;
+            TU_CHECK(clkit_matmul(ctx, &ta, &tb, &tc, &o));
+            tu_read(ctx, bc, CLKIT_F32, 4, got);
+            double zero[4] = {0, 0, 0, 0}, twice[4] = {NAN, -2, 4, -6};
+            if (beta) {
+                ck_assert_msg(isnan(got[0]), "K = 0, beta 2: NaN in C must stay NaN");
+                tu_assert_close(got + 1, twice + 1, 3, 0, 0, "K = 0, beta 2");
+            } else {
+                tu_assert_close(got, zero, 4, 0, 0, "K = 0, beta 0");
+            }
+            clReleaseMemObject(bc);
+        }
+    clReleaseMemObject(ba);
     clkit_context_release(ctx);
 }
 END_TEST
@@ -534,6 +581,102 @@ START_TEST(bad_input)
 }
 END_TEST
 
+/* An f32 operand of rows x cols with strides {rs, cs} (any sign, zero too) in a buffer with
+   rows x cols spare elements past those it reaches: room enough that a provider misreading
+   the strides reads wrong values instead of failing a size check. */
+static operand make_strided(clkit_context *ctx, int64_t rows, int64_t cols, int64_t rs, int64_t cs,
+                            uint64_t seed)
+{
+    int64_t lo = (rs < 0 ? rs * (rows - 1) : 0) + (cs < 0 ? cs * (cols - 1) : 0);
+    int64_t hi = (rs > 0 ? rs * (rows - 1) : 0) + (cs > 0 ? cs * (cols - 1) : 0);
+    operand o;
+    o.len = (size_t)(hi - lo + 1 + rows * cols);
+    o.host = malloc(o.len * sizeof *o.host);
+    ref_fill_random(o.host, o.len, CLKIT_F32, -1, 1, seed);
+    o.buf = tu_buffer(ctx, CLKIT_F32, o.len, o.host);
+    int64_t shape[2] = {rows, cols}, strides[2] = {rs, cs};
+    o.t = tu_view(o.buf, CLKIT_F32, 2, shape, strides, (size_t)-lo);
+    o.r.v = o.host - lo;
+    o.r.s[0] = 0, o.r.s[1] = rs, o.r.s[2] = cs;
+    return o;
+}
+
+/* C (m x n, contiguous, beta 0.5) = A @ B with A and B of the given strides, on provider p. */
+static void check_strided(clkit_context *ctx, clkit_provider p, const int64_t *as, const int64_t *bs,
+                          int64_t m, int64_t n, int64_t k)
+{
+    operand a = make_strided(ctx, m, k, as[0], as[1], 3), b = make_strided(ctx, k, n, bs[0], bs[1], 5);
+    operand c = make_strided(ctx, m, n, n, 1, 7);
+    double *want = malloc(c.len * sizeof *want), *got = malloc(c.len * sizeof *got);
+    double *mag = malloc(c.len * sizeof *mag);
+    memcpy(want, c.host, c.len * sizeof *want);
+    ref_matrix wc = c.r;
+    wc.v = want;
+    ref_matmul(&a.r, &b.r, &wc, 1, m, n, k, 1.0, 0.5, 0, 0, mag);
+    clkit_matmul_options o = clkit_matmul_defaults();
+    o.provider = p, o.beta = 0.5f, o.exact_f32 = 1;
+    TU_CHECK(clkit_matmul(ctx, &a.t, &b.t, &c.t, &o));
+    tu_read(ctx, c.buf, CLKIT_F32, c.len, got);
+    for (size_t i = 0; i < c.len; i++) /* past the m x n view: unchanged */
+        ck_assert_msg(tu_close(got[i], want[i], i < (size_t)(m * n) ? 4.0 * (double)(k + 2) * 0x1p-23 * mag[i] + 1e-30 : 0, 0),
+                      "provider %d, A strides {%lld, %lld}, B strides {%lld, %lld}: C[%zu] is %.9g, "
+                      "expected %.9g", (int)p, (long long)as[0], (long long)as[1], (long long)bs[0],
+                      (long long)bs[1], i, got[i], want[i]);
+    free(want), free(got), free(mag);
+    drop(&a), drop(&b), drop(&c);
+}
+
+/* Zero (broadcast), negative and padded strides on every provider: CLBlast serves only the
+   layouts it can express, and clkit's kernels the rest. */
+static const int64_t odd_strides[][2][2] = {
+    {{64, 0}, {64, 1}},  {{64, 1}, {64, 0}},  {{0, 1}, {64, 1}},  {{64, -1}, {64, 1}},
+    {{-64, 1}, {1, 64}}, {{64, 1}, {-64, 1}}, {{1, 0}, {0, 1}},   {{69, 1}, {1, 70}},
+    {{1, 67}, {-1, 64}}, {{32, 1}, {64, 1}},  {{64, 1}, {1, 32}},
+};
+
+static void check_odd_strides(clkit_context *ctx, clkit_provider p)
+{
+    for (size_t i = 0; i < sizeof odd_strides / sizeof *odd_strides; i++)
+        check_strided(ctx, p, odd_strides[i][0], odd_strides[i][1], 64, 64, 64);
+}
+
+START_TEST(odd_strides_every_provider)
+{
+    clkit_context *ctx = tu_ctx();
+    check_odd_strides(ctx, CLKIT_PROVIDER_AUTO);
+    check_odd_strides(ctx, CLKIT_PROVIDER_CLKIT);
+    check_odd_strides(ctx, CLKIT_PROVIDER_CLBLAST);
+    clkit_context_release(ctx);
+}
+END_TEST
+
+/* A tuned CLBlast entry, measured on contiguous operands, must not serve zero, negative or
+   overlapping strides of the same shape. */
+START_TEST(tuned_clblast_entry_keeps_to_its_layout)
+{
+    char dir[] = "/tmp/clkit-blas-XXXXXX", path[64];
+    ck_assert(mkdtemp(dir) != NULL);
+    setenv("CLKIT_CACHE_DIR", dir, 1);
+    clkit_context *ctx = tu_ctx();
+    operand a = make_strided(ctx, 64, 64, 64, 1, 1), c = make_strided(ctx, 64, 64, 64, 1, 2);
+    clkit_matmul_options o = clkit_matmul_defaults();
+    o.exact_f32 = 1;
+    TU_CHECK(clkit_tune_matmul(ctx, &a.t, &a.t, &c.t, &o, NULL));
+    drop(&a), drop(&c);
+    snprintf(path, sizeof path, "%s/tuned.json", dir);
+    json_object *root = json_object_from_file(path), *entries;
+    ck_assert(root && json_object_object_get_ex(root, "entries", &entries));
+    for (size_t i = 0; i < json_object_array_length(entries); i++)
+        json_object_object_add(json_object_array_get_idx(entries, i), "config",
+                               json_object_new_string("provider=1"));
+    ck_assert(json_object_to_file(path, root) == 0);
+    json_object_put(root);
+    check_strided(ctx, CLKIT_PROVIDER_AUTO, odd_strides[0][1], odd_strides[0][1], 64, 64, 64);
+    check_odd_strides(ctx, CLKIT_PROVIDER_AUTO);
+    clkit_context_release(ctx);
+}
+END_TEST
+
 /* With CLKIT_AUTOTUNE=1 a cache miss tunes on the call's own shape: candidates write a
    scratch copy, so C gets exactly one alpha A B + beta C, and the winner is stored. */
 START_TEST(autotune_on_first_use)
@@ -570,12 +713,15 @@ int main(void)
     tcase_add_test(tc, dtypes);
     tcase_add_test(tc, alpha_beta_activation);
     tcase_add_test(tc, beta_zero_ignores_nan);
+    tcase_add_test(tc, empty_k);
     tcase_add_test(tc, batched_and_broadcast);
     tcase_add_test(tc, every_config);
     tcase_add_test(tc, tensor_cores);
     tcase_add_test(tc, wgmma);
     tcase_add_test(tc, tf32);
     tcase_add_test(tc, clblast_provider);
+    tcase_add_test(tc, odd_strides_every_provider);
+    tcase_add_test(tc, tuned_clblast_entry_keeps_to_its_layout);
     tcase_add_test(tc, bad_input);
     tcase_add_test(tc, autotune_on_first_use);
     suite_add_tcase(s, tc);

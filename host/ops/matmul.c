@@ -142,6 +142,56 @@ static clkit_status validate(clkit_context *ctx, const clkit_tensor *a, const cl
     return CLKIT_OK;
 }
 
+/* ---- CLBlast's forms ---- */
+
+/* CLBlast takes matrices with one unit stride and a leading dimension at least the extent of
+   the other: for the layout of C, an operand (rows x cols) is either stored in that layout or
+   as its transpose. Zero, negative and overlapping strides have no such form. An extent of 1
+   makes its stride irrelevant. */
+static int blas_operand(int64_t rs, int64_t cs, int64_t rows, int64_t cols, int row_major,
+                        CLBlastTranspose *t, size_t *ld)
+{
+    int64_t inner = row_major ? cs : rs, outer = row_major ? rs : cs;
+    int64_t span = row_major ? cols : rows, other = row_major ? rows : cols;
+    if ((inner == 1 || span == 1) && (other == 1 || outer >= span)) {
+        *t = CLBlastTransposeNo;
+        *ld = (size_t)(other == 1 ? span : outer);
+    } else if ((outer == 1 || other == 1) && (span == 1 || inner >= other)) {
+        *t = CLBlastTransposeYes;
+        *ld = (size_t)(span == 1 ? other : inner);
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+typedef struct blas_form {
+    CLBlastLayout layout;
+    CLBlastTranspose ta, tb;
+    size_t lda, ldb, ldc;
+} blas_form;
+
+/* Whether CLBlast's GEMM computes this problem (f32, no activation, K > 0, every operand in
+   a BLAS layout, batch strides not negative), and in which form. A problem it cannot express
+   runs on clkit's kernels instead, whatever the provider asked for or tuned. */
+static int blas_expressible(const problem *pr, blas_form *f)
+{
+    if (pr->a->dtype != CLKIT_F32 || pr->opt.activation != CLKIT_ACT_NONE || pr->k == 0 ||
+        pr->as[0] < 0 || pr->bs[0] < 0 || pr->cs[0] < 0)
+        return 0;
+    for (int row_major = 1; row_major >= 0; row_major--) {
+        CLBlastTranspose tc;
+        if (blas_operand(pr->cs[1], pr->cs[2], pr->m, pr->n, row_major, &tc, &f->ldc) &&
+            tc == CLBlastTransposeNo &&
+            blas_operand(pr->as[1], pr->as[2], pr->m, pr->k, row_major, &f->ta, &f->lda) &&
+            blas_operand(pr->bs[1], pr->bs[2], pr->k, pr->n, row_major, &f->tb, &f->ldb)) {
+            f->layout = row_major ? CLBlastLayoutRowMajor : CLBlastLayoutColMajor;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* ---- configurations ---- */
 
 static int cfg(const clkit_config *c, const char *name) { return clkit_config_get(c, name, 0); }
@@ -189,7 +239,7 @@ static int mma_legal(const struct clkit_device_props *p, const problem *pr, cons
 static int config_legal(const struct clkit_device_props *p, const problem *pr, const clkit_config *c)
 {
     int kernel = cfg(c, "KERNEL");
-    if (clkit_config_get(c, "provider", 0)) return 1;
+    if (clkit_config_get(c, "provider", 0)) return blas_expressible(pr, &(blas_form){0});
     if (kernel == KERNEL_NAIVE || kernel == KERNEL_TILED) {
         int t = cfg(c, "TILE");
         return t >= 1 && t <= 32 && (size_t)(t * t) <= p->max_work_group &&
@@ -693,50 +743,23 @@ static clkit_status launch_clkit(clkit_context *ctx, const problem *pr, const cl
 
 /* ---- CLBlast ---- */
 
-/* CLBlast takes matrices with one unit stride and a leading dimension. For the layout of C,
-   an operand (rows x cols) is either stored in that layout or as its transpose. */
-static int blas_operand(int64_t rs, int64_t cs, int64_t rows, int64_t cols, int row_major,
-                        CLBlastTranspose *t, size_t *ld)
-{
-    int64_t inner = row_major ? cs : rs, outer = row_major ? rs : cs;
-    int64_t span = row_major ? cols : rows, other = row_major ? rows : cols;
-    if (inner <= 1) {
-        *t = CLBlastTransposeNo;
-        *ld = (size_t)(outer > span ? outer : span);
-    } else if (outer <= 1) {
-        *t = CLBlastTransposeYes;
-        *ld = (size_t)(inner > other ? inner : other);
-    } else {
-        return 0;
-    }
-    return 1;
-}
-
 static clkit_status launch_clblast(clkit_context *ctx, const problem *pr, const clkit_tensor *out)
 {
-    if (pr->a->dtype != CLKIT_F32 || pr->opt.activation != CLKIT_ACT_NONE)
-        return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "CLBlast provider: f32 without activation only");
-    int row_major = pr->cs[2] <= 1;
-    CLBlastTranspose ta, tb, tc;
-    size_t lda, ldb, ldc;
-    if (!blas_operand(pr->as[1], pr->as[2], pr->m, pr->k, row_major, &ta, &lda) ||
-        !blas_operand(pr->bs[1], pr->bs[2], pr->k, pr->n, row_major, &tb, &ldb) ||
-        !blas_operand(pr->cs[1], pr->cs[2], pr->m, pr->n, row_major, &tc, &ldc) ||
-        tc != CLBlastTransposeNo)
-        return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "CLBlast provider: each matrix needs a unit stride");
+    blas_form f;
+    if (!blas_expressible(pr, &f))
+        return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "CLBlast cannot express this matmul");
     cl_event ev = NULL;
-    CLBlastLayout layout = row_major ? CLBlastLayoutRowMajor : CLBlastLayoutColMajor;
     size_t c_off = out->offset / 4;
     CLBlastStatusCode st;
     if (pr->batch == 1)
-        st = CLBlastSgemm(layout, ta, tb, (size_t)pr->m, (size_t)pr->n, (size_t)pr->k, pr->opt.alpha,
-                          pr->a->buffer, (size_t)pr->a_off, lda, pr->b->buffer, (size_t)pr->b_off, ldb,
-                          pr->opt.beta, out->buffer, c_off, ldc, &ctx->queue, &ev);
+        st = CLBlastSgemm(f.layout, f.ta, f.tb, (size_t)pr->m, (size_t)pr->n, (size_t)pr->k, pr->opt.alpha,
+                          pr->a->buffer, (size_t)pr->a_off, f.lda, pr->b->buffer, (size_t)pr->b_off, f.ldb,
+                          pr->opt.beta, out->buffer, c_off, f.ldc, &ctx->queue, &ev);
     else
-        st = CLBlastSgemmStridedBatched(layout, ta, tb, (size_t)pr->m, (size_t)pr->n, (size_t)pr->k,
-                                        pr->opt.alpha, pr->a->buffer, (size_t)pr->a_off, lda,
-                                        (size_t)pr->as[0], pr->b->buffer, (size_t)pr->b_off, ldb,
-                                        (size_t)pr->bs[0], pr->opt.beta, out->buffer, c_off, ldc,
+        st = CLBlastSgemmStridedBatched(f.layout, f.ta, f.tb, (size_t)pr->m, (size_t)pr->n, (size_t)pr->k,
+                                        pr->opt.alpha, pr->a->buffer, (size_t)pr->a_off, f.lda,
+                                        (size_t)pr->as[0], pr->b->buffer, (size_t)pr->b_off, f.ldb,
+                                        (size_t)pr->bs[0], pr->opt.beta, out->buffer, c_off, f.ldc,
                                         (size_t)pr->cs[0], (size_t)pr->batch, &ctx->queue, &ev);
     if (st != CLBlastSuccess)
         return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "CLBlast GEMM failed with status %d", (int)st);
@@ -752,6 +775,17 @@ static clkit_status run_config(clkit_context *ctx, const problem *pr, const clki
     return clkit_config_get(c, "provider", 0) ? launch_clblast(ctx, pr, out) : launch_clkit(ctx, pr, c, out);
 }
 
+/* An operand's layout in a tuned entry's key: n row-major, t transposed (both with a unit
+   stride and rows that do not overlap), g anything else (zero, negative or overlapping
+   strides), so that an entry measured on one kind never serves another. */
+static char layout_letter(int64_t rs, int64_t cs, int64_t rows, int64_t cols)
+{
+    CLBlastTranspose t;
+    size_t ld;
+    if (!blas_operand(rs, cs, rows, cols, 1, &t, &ld)) return 'g';
+    return t == CLBlastTransposeNo ? 'n' : 't';
+}
+
 static clkit_tune_key tune_key(const problem *pr)
 {
     clkit_tune_key k;
@@ -759,9 +793,8 @@ static clkit_tune_key tune_key(const problem *pr)
     snprintf(k.op, sizeof k.op, "matmul");
     snprintf(k.dtype, sizeof k.dtype, "%s.%s.%s", clkit_dtype_name(pr->a->dtype),
              clkit_dtype_name(pr->b->dtype), clkit_dtype_name(pr->c->dtype));
-    /* n: row-major (k or n contiguous), t: transposed, g: general strides */
-    char la = pr->as[2] <= 1 ? 'n' : pr->as[1] <= 1 ? 't' : 'g';
-    char lb = pr->bs[2] <= 1 ? 'n' : pr->bs[1] <= 1 ? 't' : 'g';
+    char la = layout_letter(pr->as[1], pr->as[2], pr->m, pr->k);
+    char lb = layout_letter(pr->bs[1], pr->bs[2], pr->k, pr->n);
     snprintf(k.layout, sizeof k.layout, "%c%c%s%s%s", la, lb, pr->batch > 1 ? ".batched" : "",
              pr->opt.activation != CLKIT_ACT_NONE ? ".act" : "", pr->tf32 ? ".tf32" : pr->exact ? ".exact" : "");
     k.shape[0] = pr->m, k.shape[1] = pr->n, k.shape[2] = pr->k, k.shape[3] = pr->batch;
@@ -791,7 +824,14 @@ static clkit_status choose(clkit_context *ctx, const problem *pr, clkit_config *
     }
     memset(c, 0, sizeof *c);
     if (o->provider == CLKIT_PROVIDER_CLBLAST) {
-        clkit_config_set(c, "provider", 1);
+        if (pr->a->dtype != CLKIT_F32 || o->activation != CLKIT_ACT_NONE)
+            return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "CLBlast provider: f32 without activation only");
+        if (blas_expressible(pr, &(blas_form){0})) {
+            clkit_config_set(c, "provider", 1);
+            return CLKIT_OK;
+        }
+        clkit_log(CLKIT_LOG_INFO, "CLBlast cannot express these strides (or K = 0); clkit's kernels run it");
+        *c = heuristic_config(&ctx->props, pr);
         return CLKIT_OK;
     }
     clkit_tune_key key = tune_key(pr);
