@@ -653,6 +653,9 @@ static clkit_status launch_grad(clkit_context *ctx, cl_kernel kern, const proble
 {
     cl_int hq = (cl_int)p->hq, group = (cl_int)(p->hq / p->hkv), lq = (cl_int)p->lq;
     cl_int lk = (cl_int)p->lk, causal = p->causal;
+    /* No query heads (Hq = 0 < Hkv): the kernels divide by the group, so each kv head reads
+       as serving one head of no queries, whose dK and dV are the zeros that Lq = 0 gives. */
+    if (group == 0) hq = (cl_int)p->hkv, group = 1, lq = 0;
     float scale2 = scale_log2(p), scale = p->scale;
     args a = {kern, 0, CL_SUCCESS};
     arg_view(&a, &bv->q), arg_view(&a, &bv->k), arg_view(&a, &bv->v), arg_view(&a, &bv->dout);
