@@ -150,8 +150,9 @@ clkit_status clkit_profile_begin(clkit_context *ctx)
 
 clkit_status clkit_profile_end(clkit_context *ctx, double *ms)
 {
-    if (!ctx || !ms) return CLKIT_ERR_NULL_ARGUMENT;
+    if (!ctx) return CLKIT_ERR_NULL_ARGUMENT;
     clkit_clear_error(ctx);
+    if (!ms) return clkit_fail(ctx, CLKIT_ERR_NULL_ARGUMENT, "ms is NULL");
     *ms = 0;
     if (!ctx->recording) return clkit_fail(ctx, CLKIT_ERR_INVALID_VALUE, "no clkit_profile_begin");
     ctx->recording = false;
