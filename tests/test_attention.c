@@ -535,7 +535,8 @@ START_TEST(tuner)
 END_TEST
 
 /* No queries or batch: nothing to do. No keys: o = 0, lse = -inf and dq = 0; no queries in
-   the backward: dk = dv = 0. */
+   the backward, or no query heads for the kv heads: dk = dv = 0 (the fuzzer found Hq = 0
+   dividing by a group of 0, writing garbage there and past dk and dv). */
 START_TEST(empty)
 {
     clkit_context *ctx = tu_ctx();
@@ -547,6 +548,9 @@ START_TEST(empty)
     c = basic(CLKIT_F32, 32, 5, 0, 0);
     check_case(ctx, &c);
     c.causal = 1;
+    check_case(ctx, &c);
+    c = basic(CLKIT_F32, 32, 5, 6, 1);
+    c.b = 2, c.hq = 0, c.hkv = 3, c.in = 'p', c.out = 'p';
     check_case(ctx, &c);
     clkit_context_release(ctx);
 }
