@@ -50,6 +50,26 @@ static const char binary_magic[8] = {'C', 'L', 'K', 'I', 'T', 'B', 'N', '1'};
 #define SOURCE_MAX_BYTES ((size_t)16 << 20)
 #define ENTRY_MAX_BYTES ((size_t)1 << 30)
 
+/* The `size` bytes of the open file fd, NUL-terminated; NULL with *why on failure, or when
+   the file has shrunk since its size was taken. */
+static char *read_exactly(int fd, size_t size, const char **why)
+{
+    char *buf = malloc(size + 1);
+    size_t n = 0;
+    while (buf && n < size) {
+        ssize_t r = read(fd, buf + n, size - n);
+        if (r > 0) n += (size_t)r;
+        else if (r == 0 || errno != EINTR) break;
+    }
+    if (buf && n == size) {
+        buf[n] = 0;
+        return buf;
+    }
+    *why = buf ? "short read" : "out of memory";
+    free(buf);
+    return NULL;
+}
+
 /* path's bytes, NUL-terminated, when it is a regular file of at most max bytes. Otherwise
    NULL, with *why saying why (NULL: the file does not exist). The size comes from fstat of
    the open file, not from seeking: a directory reports a size of LLONG_MAX on ext4, a FIFO
@@ -63,26 +83,11 @@ static char *read_file(const char *path, size_t max, size_t *len, const char **w
     }
     struct stat st;
     char *buf = NULL;
-    size_t n = 0;
     if (fstat(fd, &st) != 0) *why = strerror(errno);
     else if (!S_ISREG(st.st_mode)) *why = "not a regular file";
     else if ((uint64_t)st.st_size > max) *why = "larger than any file of its kind";
-    else if (!(buf = malloc((size_t)st.st_size + 1))) *why = "out of memory";
-    while (buf && n < (size_t)st.st_size) {
-        ssize_t r = read(fd, buf + n, (size_t)st.st_size - n);
-        if (r > 0) n += (size_t)r;
-        else if (r == 0 || errno != EINTR) break;
-    }
-    if (buf && n < (size_t)st.st_size) { /* a read error, or shrunk since fstat */
-        *why = "short read";
-        free(buf);
-        buf = NULL;
-    }
+    else if ((buf = read_exactly(fd, (size_t)st.st_size, why)) && len) *len = (size_t)st.st_size;
     close(fd);
-    if (buf) {
-        buf[n] = 0;
-        if (len) *len = n;
-    }
     return buf;
 }
 
