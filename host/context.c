@@ -101,25 +101,17 @@ void clkit_clear_error(clkit_context *ctx)
 const char *clkit_status_string(clkit_status s)
 {
     static const char *names[CLKIT_STATUS_COUNT] = {
-        [CLKIT_OK] = "ok",
-        [CLKIT_ERR_NULL_ARGUMENT] = "null argument",
-        [CLKIT_ERR_INVALID_VALUE] = "invalid value",
-        [CLKIT_ERR_DTYPE] = "unsupported or mismatched dtype",
-        [CLKIT_ERR_NDIM] = "wrong number of dimensions",
-        [CLKIT_ERR_SHAPE] = "bad or mismatched shape",
-        [CLKIT_ERR_STRIDE] = "unusable strides or offset",
-        [CLKIT_ERR_OUT_OF_BOUNDS] = "view past the end of its buffer",
-        [CLKIT_ERR_OVERLAP] = "output overlaps an input",
-        [CLKIT_ERR_OVERFLOW] = "size overflows",
-        [CLKIT_ERR_NO_DEVICE] = "no OpenCL device",
-        [CLKIT_ERR_BUILD] = "kernel build failed",
-        [CLKIT_ERR_OPENCL] = "OpenCL error",
-        [CLKIT_ERR_OUT_OF_MEMORY] = "out of memory",
-        [CLKIT_ERR_UNSUPPORTED] = "unsupported by the device",
-        [CLKIT_ERR_IO] = "file input/output failed",
+#define CLKIT_STATUS_TEXT_(name, text) [name] = text,
+        CLKIT_STATUS_LIST(CLKIT_STATUS_TEXT_)
+#undef CLKIT_STATUS_TEXT_
     };
     if ((int)s < 0 || s >= CLKIT_STATUS_COUNT) return "unknown status";
     return names[s];
+}
+
+const char *clkit_version(void)
+{
+    return CLKIT_VERSION_STRING;
 }
 
 const char *clkit_last_error(const clkit_context *ctx)

@@ -20,28 +20,54 @@
 extern "C" {
 #endif
 
+/* libclkit is built with hidden visibility: what this header declares is its whole ABI. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
 #define CLKIT_VERSION_MAJOR 0
 #define CLKIT_VERSION_MINOR 1
 #define CLKIT_VERSION_PATCH 0
 #define CLKIT_VERSION_STRING "0.1.0"
 
+/* Every status, its clkit_status_string and its meaning, in one list. */
+#define CLKIT_STATUS_LIST(X)                                                                  \
+    X(CLKIT_OK, "ok")                                                                         \
+    /* a required pointer (context, tensor, buffer) is NULL */                                \
+    X(CLKIT_ERR_NULL_ARGUMENT, "null argument")                                               \
+    /* a scalar argument out of range (p, eps, group_size, ...) */                            \
+    X(CLKIT_ERR_INVALID_VALUE, "invalid value")                                               \
+    /* dtype not supported by the op, or mismatched */                                        \
+    X(CLKIT_ERR_DTYPE, "unsupported or mismatched dtype")                                     \
+    /* ndim outside 1..4 or not what the op takes */                                          \
+    X(CLKIT_ERR_NDIM, "wrong number of dimensions")                                           \
+    /* negative, or mismatched between tensors */                                             \
+    X(CLKIT_ERR_SHAPE, "bad or mismatched shape")                                             \
+    /* stride not usable: misaligned offset, output self-overlap */                           \
+    X(CLKIT_ERR_STRIDE, "unusable strides or offset")                                         \
+    /* the view reaches past the end of its buffer */                                         \
+    X(CLKIT_ERR_OUT_OF_BOUNDS, "view past the end of its buffer")                             \
+    /* an output overlaps an input where the op forbids it */                                 \
+    X(CLKIT_ERR_OVERLAP, "output overlaps an input")                                          \
+    /* element or byte count overflows 64-bit arithmetic */                                   \
+    X(CLKIT_ERR_OVERFLOW, "size overflows")                                                   \
+    /* no OpenCL platform/device matches */                                                   \
+    X(CLKIT_ERR_NO_DEVICE, "no OpenCL device")                                                \
+    /* a kernel failed to compile: see clkit_last_error */                                    \
+    X(CLKIT_ERR_BUILD, "kernel build failed")                                                 \
+    /* an OpenCL call failed: the code is in clkit_last_error */                              \
+    X(CLKIT_ERR_OPENCL, "OpenCL error")                                                       \
+    /* host or device allocation failed */                                                    \
+    X(CLKIT_ERR_OUT_OF_MEMORY, "out of memory")                                               \
+    /* the device lacks a feature the op needs */                                             \
+    X(CLKIT_ERR_UNSUPPORTED, "unsupported by the device")                                     \
+    /* a file (cache, export) could not be read or written */                                 \
+    X(CLKIT_ERR_IO, "file input/output failed")
+
 typedef enum clkit_status {
-    CLKIT_OK = 0,
-    CLKIT_ERR_NULL_ARGUMENT,   /* a required pointer (context, tensor, buffer) is NULL */
-    CLKIT_ERR_INVALID_VALUE,   /* a scalar argument out of range (p, group_size, ...) */
-    CLKIT_ERR_DTYPE,           /* dtype not supported by the op, or mismatched */
-    CLKIT_ERR_NDIM,            /* ndim outside 1..4 or not what the op takes */
-    CLKIT_ERR_SHAPE,           /* negative, or mismatched between tensors */
-    CLKIT_ERR_STRIDE,          /* stride not usable: misaligned offset, output self-overlap */
-    CLKIT_ERR_OUT_OF_BOUNDS,   /* the view reaches past the end of its buffer */
-    CLKIT_ERR_OVERLAP,         /* an output overlaps an input where the op forbids it */
-    CLKIT_ERR_OVERFLOW,        /* element or byte count overflows 64-bit arithmetic */
-    CLKIT_ERR_NO_DEVICE,       /* no OpenCL platform/device matches */
-    CLKIT_ERR_BUILD,           /* a kernel failed to compile: see clkit_last_error */
-    CLKIT_ERR_OPENCL,          /* an OpenCL call failed: the code is in clkit_last_error */
-    CLKIT_ERR_OUT_OF_MEMORY,   /* host or device allocation failed */
-    CLKIT_ERR_UNSUPPORTED,     /* the device lacks a feature the op needs */
-    CLKIT_ERR_IO,              /* a file (cache, export) could not be read or written */
+#define CLKIT_STATUS_ENUM_(name, text) name,
+    CLKIT_STATUS_LIST(CLKIT_STATUS_ENUM_)
+#undef CLKIT_STATUS_ENUM_
     CLKIT_STATUS_COUNT
 } clkit_status;
 
@@ -109,6 +135,9 @@ clkit_status clkit_context_cl(const clkit_context *ctx, cl_context *c, cl_comman
                               cl_device_id *d);
 clkit_status clkit_finish(clkit_context *ctx);
 const char  *clkit_status_string(clkit_status s);
+/* The version of the library loaded at run time ("0.1.0"); CLKIT_VERSION_STRING is the
+   version of the header a program was compiled with. */
+const char  *clkit_version(void);
 /* Detail of the last failure on this context (shape, build log, OpenCL code); "" if none. */
 const char  *clkit_last_error(const clkit_context *ctx);
 clkit_status clkit_device_props(const clkit_context *ctx, struct clkit_device_props *out);
@@ -340,6 +369,10 @@ clkit_status clkit_tuned_list(clkit_context *ctx, clkit_tuned_entry_fn fn, void 
 clkit_status clkit_tuned_export(clkit_context *ctx, const char *path);
 /* Merges the entries of an exported file into the cache; entries of the same key are replaced. */
 clkit_status clkit_tuned_import(clkit_context *ctx, const char *path);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

@@ -19,6 +19,7 @@ START_TEST(status_strings)
     ck_assert_str_eq(clkit_status_string((clkit_status)-1), "unknown status");
     ck_assert_str_eq(clkit_status_string(CLKIT_STATUS_COUNT), "unknown status");
     ck_assert_int_eq(CLKIT_OK, 0);
+    ck_assert_str_eq(clkit_version(), CLKIT_VERSION_STRING);
 }
 END_TEST
 
