@@ -318,7 +318,7 @@ static void print_results(const tune_result *r, int n, int unsaved, const op_pro
 static void print_unsaved(tune_result *r, int n, int unsaved)
 {
     json_object *root = json_object_new_object(), *entries = json_object_new_array();
-    json_object_object_add(root, "format", json_object_new_int(1));
+    json_object_object_add(root, "format", json_object_new_int(1)); /* tune_cache.c's FORMAT_VERSION */
     json_object_object_add(root, "entries", entries);
     for (int i = 0; i < n; i++)
         if (r[i].unsaved) json_object_array_add(entries, r[i].unsaved);
