@@ -371,7 +371,7 @@ static void want_lce(const op_problem *p, const double *const *in, double *want,
     want[0] = sum / (double)s->rows;
 }
 
-/* TARGETS.md: 2 T D V forward, three times that with the backward. */
+/* bench/TARGETS.md: 2 T D V forward, three times that with the backward. */
 static double flops_lce(const op_problem *p)
 {
     const op_shape *s = &p->shape;
@@ -534,15 +534,15 @@ static double flops_attention_backward(const op_problem *p)
     return 2.5 * flops_attention_forward(p);
 }
 
-/* The head configurations of TARGETS.md, causal: the tutorial's f32 shape and the f16 one,
-   each with the L of its targets. */
+/* The head configurations of bench/TARGETS.md, causal: the tutorial's f32 shape and the f16
+   one, each with the L of its targets. */
 static const struct {
     int64_t batch, heads, dim, target_len;
     clkit_dtype dtype;
 } attention_configs[] = {{32, 4, 128, 1024, CLKIT_F32}, {8, 16, 64, 4096, CLKIT_F16}};
 
-/* A curve against L. Two configurations make no curve: the rows of the one TARGETS.md times
-   in another dtype than the row's (bf16 counts as f16) stay off the plot. */
+/* A curve against L. Two configurations make no curve: the rows of the one bench/TARGETS.md
+   times in another dtype than the row's (bf16 counts as f16) stay off the plot. */
 static double plot_x_attention(const op_problem *p)
 {
     const op_shape *s = &p->shape;
@@ -645,7 +645,7 @@ static int layernorm_shapes(int quick, op_shape *out)
 static const op_shape lce_checks[] = {{.rows = 37, .cols = 64, .depth = 1000},
                                       {.rows = 16, .cols = 128, .depth = 5003}, {0}};
 
-/* The two shapes of TARGETS.md; quick: a small one. */
+/* The two shapes of bench/TARGETS.md; quick: a small one. */
 static int lce_shapes(int quick, op_shape *out)
 {
     if (quick) {

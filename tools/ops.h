@@ -25,7 +25,7 @@ typedef struct op_shape {
                             L (queries and keys alike) and the head dim D */
     int transposed;      /* bit k: input k is stored transposed (copy: its source; matmul:
                             A as (K, M), B as (N, K)) */
-    int target;          /* a shape of TARGETS.md: bench measures its first calls too */
+    int target;          /* a shape of bench/TARGETS.md: bench measures its first calls too */
     int64_t depth;       /* matmul: K; attention: the heads H */
     int64_t batch;       /* matmul: the batch count, 0 or 1: no batch dimension; attention: B */
     int shared;          /* bit k: input k has no batch dimension, broadcast over the batch */
