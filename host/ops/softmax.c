@@ -125,6 +125,15 @@ static clkit_status launch(clkit_context *ctx, const clkit_tensor *x, const clki
     return clkit_launch(ctx, k, 1, &global, &wg);
 }
 
+/* The softmax of an empty row is undefined (a sum of no exponentials): rows must have
+   elements unless there are no rows, as layer norm's. */
+static clkit_status check_row_length(clkit_context *ctx, const clkit_tensor *x)
+{
+    if (x->shape[1] > 0 || x->shape[0] == 0) return CLKIT_OK;
+    return clkit_fail(ctx, CLKIT_ERR_SHAPE, "x is %lld x 0: softmax needs N > 0",
+                      (long long)x->shape[0]);
+}
+
 clkit_status clkit_softmax(clkit_context *ctx, const clkit_tensor *x, const clkit_tensor *out)
 {
     if (!ctx) return CLKIT_ERR_NULL_ARGUMENT;
@@ -137,7 +146,7 @@ clkit_status clkit_softmax(clkit_context *ctx, const clkit_tensor *x, const clki
     if (x->dtype != out->dtype)
         return clkit_fail(ctx, CLKIT_ERR_DTYPE, "x (%s) and out (%s) must share a dtype",
                           clkit_dtype_name(x->dtype), clkit_dtype_name(out->dtype));
-    if ((s = clkit_check_output(ctx, out, "out")) ||
+    if ((s = check_row_length(ctx, x)) || (s = clkit_check_output(ctx, out, "out")) ||
         (s = clkit_check_disjoint(ctx, out, "out", x, "x", true)))
         return s;
     if (clkit_numel(x) == 0) return CLKIT_OK;
