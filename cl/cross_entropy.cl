@@ -23,6 +23,12 @@
    lce_stats' and lce_grad's work in registers, and lce_merge folds the forward's per-tile
    states.
 
+   The linear op's dloss/dz is that of the summed loss: the mean's 1 / count is left to the
+   f32 side (the GEMMs' alpha, lce_dbias' scale). Stored after it, p / T of an f16 gradient
+   fell below f16's normal range (6.1e-5) as T grew and rounded to a few subnormal steps or
+   to 0: at T 8192, V 4000, the mean's dx was 3 % off the sum's over T, bf16 and the sum
+   10 to 100 times closer. ce_rows' dlogits is the op's output, so it is scaled there.
+
    Every sum has a fixed order (a work-item's own elements in sequence, then a tree over the
    work-group whose shape depends only on WG), so reruns are bitwise equal; reductions use
    local memory and barriers, no sub-group width assumed.
@@ -526,14 +532,15 @@ static inline void store_zstep(__global elem_t *sr, long j0, long n, int lane, c
     }
 }
 
-/* dloss/dz of chunk columns [v0, v0 + n) into s (row stride lds, storage dtype), from the
-   recomputed logits z and each row's lse in state.x; zero for ignored rows. s may be z itself
-   (f32): each element is read before it is written, by the same work-item. */
+/* dloss/dz (of the summed loss) of chunk columns [v0, v0 + n) into s (row stride lds,
+   storage dtype), from the recomputed logits z and each row's lse in state.x; zero for
+   ignored rows. s may be z itself (f32): each element is read before it is written, by the
+   same work-item. */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void lce_grad(__global const float *z, long ldz, long n, long v0, __global const elem_t *bias,
               long b_off, long b_stride, __global const int *tgt, long n_rows, long v,
-              float smoothing, float cap, float z_scale, float grad_scale,
-              __global const float4 *state, __global elem_t *s, long lds)
+              float smoothing, float cap, float z_scale, __global const float4 *state,
+              __global elem_t *s, long lds)
 {
     const int lane = get_local_id(0);
     for (long row = get_group_id(0); row < n_rows; row += get_num_groups(0)) {
@@ -546,7 +553,7 @@ void lce_grad(__global const float *z, long ldz, long n, long v0, __global const
             for (long j0 = 0; j0 < n; j0 += ZSPAN) store_zstep(sr, j0, n, lane, val);
             continue;
         }
-        const grad_coef coef = row_coef(state[row].x, grad_scale, smoothing, z_scale, v, cap);
+        const grad_coef coef = row_coef(state[row].x, 1.0f, smoothing, z_scale, v, cap);
         for (long j0 = 0; j0 < n; j0 += ZSPAN) {
             load_zstep(zr, j0, n, v0, bias, b_off, b_stride, cap, lane, val);
             for (int i = 0; i < ZITEMS; i++)
@@ -559,19 +566,19 @@ void lce_grad(__global const float *z, long ldz, long n, long v0, __global const
 /* Logits kept from the forward: matmul_mma's EPI_CE_STATS with CE_STORE left them (bias added,
    capped) in the storage dtype, row stride ldz, n columns from vocabulary column 0 (a token
    chunk's whole rows, or the first vocabulary chunk, which the forward runs last), and
-   lce_merge each row's lse in state.x; z turns into dloss/dz in place, one read and one write
-   where recomputing the logits would take a GEMM of 2 T D n. Zero for ignored rows. */
+   lce_merge each row's lse in state.x; z turns into dloss/dz (of the summed loss) in place,
+   one read and one write where recomputing the logits would take a GEMM of 2 T D n. Zero for
+   ignored rows. */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void lce_zgrad(__global elem_t *z, long ldz, long n, long v, __global const int *tgt, long n_rows,
-               float smoothing, float cap, float z_scale, float grad_scale,
-               __global const float4 *state)
+               float smoothing, float cap, float z_scale, __global const float4 *state)
 {
     const int lane = get_local_id(0);
     float val[ITEMS];
     for (long row = get_group_id(0); row < n_rows; row += get_num_groups(0)) {
         __global elem_t *zr = z + row * ldz;
         const int y = tgt[row];
-        const grad_coef coef = row_coef(y < 0 ? 0.0f : state[row].x, grad_scale, smoothing, z_scale, v, cap);
+        const grad_coef coef = row_coef(y < 0 ? 0.0f : state[row].x, 1.0f, smoothing, z_scale, v, cap);
         for (long b = 0; b < n; b += SPAN) {
             const int hi = (int)min(n - b, (long)SPAN);
             if (y < 0) {
@@ -586,16 +593,17 @@ void lce_zgrad(__global elem_t *z, long ldz, long n, long v, __global const int 
     }
 }
 
-/* Column sums of the chunk gradient s (n_rows x n, row stride lds) into db[db_off + j *
-   db_stride], accumulated in f32: DB_COLS columns per work-group, DB_ROWS work-items per
-   column each summing every DB_ROWS-th row in order, then a fixed tree. Token chunks add
-   their sums in the f32 acc (first: from zero; last: the total goes to db); a vocabulary
-   chunk is first and last, and acc may be NULL. */
+/* Column sums of the chunk gradient s (n_rows x n, row stride lds) times scale (the mean's
+   1 / count, applied to the f32 total) into db[db_off + j * db_stride], accumulated in f32:
+   DB_COLS columns per work-group, DB_ROWS work-items per column each summing every DB_ROWS-th
+   row in order, then a fixed tree. Token chunks add their unscaled sums in the f32 acc
+   (first: from zero; last: the total goes to db); a vocabulary chunk is first and last, and
+   acc may be NULL. */
 #define DB_COLS 32
 #define DB_ROWS 8
 __kernel __attribute__((reqd_work_group_size(DB_COLS, DB_ROWS, 1)))
 void lce_dbias(__global const elem_t *s, long lds, long n_rows, long n, __global float *acc,
-               int first, int last, __global elem_t *db, long db_off, long db_stride)
+               int first, int last, float scale, __global elem_t *db, long db_off, long db_stride)
 {
     __local float red[DB_ROWS][DB_COLS];
     const int cx = get_local_id(0), ry = get_local_id(1);
@@ -610,7 +618,7 @@ void lce_dbias(__global const elem_t *s, long lds, long n_rows, long n, __global
     }
     if (ry != 0 || j >= n) return;
     const float total = red[0][cx] + (first ? 0.0f : acc[j]);
-    if (last) STORE(db, db_off + j * db_stride, total);
+    if (last) STORE(db, db_off + j * db_stride, total * scale);
     else acc[j] = total;
 }
 

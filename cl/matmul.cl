@@ -620,17 +620,16 @@ INLINE void mma_step(const uint af[FRAG_M][4], const uint bf[FRAG_N][2], float a
      capped) in C's 16-bit dtype for lce_zgrad, so that the backward of a token chunk does
      not recompute them; the loss still comes from the f32 accumulators.
    - EPI_CE_GRAD: C = dloss/dz from each row's lse (state[row].x), in C's 16-bit dtype, ready
-     for the weight and input GEMMs.
+     for the weight and input GEMMs. It is that of the summed loss: the mean's p / T would
+     sink below f16's normal range as T grows, so the host applies 1 / count in f32.
    Where C is written, its rows are the host's scratch: unit columns, a multiple of 8 elements
    a row, from offset 0 (ce_store_row writes column pairs as one 4-byte store). */
 #define EPI_CE_DECL                                                                         \
     __global const C_T *bias, long bias_off, long bias_stride, __global const int *tgt,     \
         long v0, float cap, __global float2 *ms, __global float *sz, __global float *zt,    \
-        long slots, __global const float4 *state, float smoothing, float z_scale,           \
-        float grad_scale, long v
+        long slots, __global const float4 *state, float smoothing, float z_scale, long v
 #define EPI_CE_ARGS                                                                         \
-    bias, bias_off, bias_stride, tgt, v0, cap, ms, sz, zt, slots, state, smoothing, z_scale, \
-        grad_scale, v
+    bias, bias_off, bias_stride, tgt, v0, cap, ms, sz, zt, slots, state, smoothing, z_scale, v
 #define EPI_PARAMS , EPI_CE_DECL
 #define EPI_ARGS , EPI_CE_ARGS
 #if defined(EPI_CE_STATS) && WARPS_N * 16 > STAGES * BLOCK_K * ELEM_BYTES
@@ -816,8 +815,8 @@ INLINE void ce_grad_row(float acc[FRAG_N][4], int h, __global C_T *C, long c_sm,
 {
     int y = tgt[m], yk = ce_target_slot(y, v0, n0, N);
     float lse = state[m].x, g[FRAG_N * 2];
-    float p = grad_scale * (1.0f + 2.0f * z_scale * lse), base = grad_scale * smoothing / (float)v;
-    float hit = grad_scale * (1.0f - smoothing), ll = lse * M_LOG2E_F;
+    float p = 1.0f + 2.0f * z_scale * lse, base = smoothing / (float)v;
+    float hit = 1.0f - smoothing, ll = lse * M_LOG2E_F;
     #pragma unroll
     for (int j = 0; j < FRAG_N; j++)
         #pragma unroll

@@ -86,14 +86,15 @@ static double max_abs_finite(const double *v, size_t n)
 static void random_targets(int64_t *y, int64_t t, int64_t v, int ignore_every, int64_t ignore,
                            uint64_t seed)
 {
-    double u[4096];
-    ck_assert(t <= 4096);
+    double *u = malloc((size_t)t * sizeof *u);
+    ck_assert(u);
     tu_fill_random(u, (size_t)t, CLKIT_F32, 0, 1, seed);
     for (int64_t i = 0; i < t; i++) {
         y[i] = (int64_t)(u[i] * (double)v);
         if (y[i] >= v) y[i] = v - 1;
         if (ignore_every && i % ignore_every == ignore_every - 1) y[i] = ignore;
     }
+    free(u);
 }
 
 static const char *reduction_name(clkit_reduction r)
@@ -256,6 +257,66 @@ START_TEST(all_ignored)
             c.o.z_loss_scale = 0.1f;
             c.o.label_smoothing = 0.2f;
             ce_random(ctx, &c, -3, 3, 1, "all ignored");
+        }
+    clkit_context_release(ctx);
+}
+END_TEST
+
+/* A FILL-holding buffer of n elements and a view of it. */
+static cl_mem filled(clkit_context *ctx, clkit_dtype dt, size_t n)
+{
+    double *v = malloc(n * sizeof *v);
+    ck_assert(v);
+    for (size_t i = 0; i < n; i++) v[i] = FILL;
+    cl_mem m = tu_buffer(ctx, dt, n, v);
+    free(v);
+    return m;
+}
+
+/* Asserts that no element of the n-element buffer was written. */
+static void untouched(clkit_context *ctx, cl_mem m, clkit_dtype dt, size_t n, const char *what)
+{
+    get(ctx, m, dt, &(tu_layout){0, 1, 0, n}, 1, 0, NULL, what);
+}
+
+/* No tokens (T = 0) is an empty batch, not an error: nothing is written per token (losses,
+   dlogits), and the mean and the sum are 0, the mean as when every token is ignored, their
+   z-losses too. V = 0 stays refused (bad_input). */
+START_TEST(zero_tokens)
+{
+    clkit_context *ctx = tu_ctx();
+    for (int r = 0; r < 3; r++)
+        for (size_t d = 0; d < 3; d++) {
+            clkit_dtype dt = float_dtypes[d];
+            bool none = r == CLKIT_REDUCTION_NONE;
+            int64_t v = 5, zero = 0, one = 1;
+            cl_mem bx = filled(ctx, dt, 8), bd = filled(ctx, dt, 8), by = filled(ctx, CLKIT_I64, 2);
+            cl_mem bl = filled(ctx, CLKIT_F32, 2), bz = filled(ctx, CLKIT_F32, 2);
+            clkit_tensor x = tu_view(bx, dt, 2, (int64_t[]){0, v}, (int64_t[]){v, 1}, 1);
+            clkit_tensor dl = tu_view(bd, dt, 2, (int64_t[]){0, v}, (int64_t[]){v, 1}, 2);
+            clkit_tensor y = tu_view(by, CLKIT_I64, 1, &zero, &one, 1);
+            clkit_tensor l = tu_view(bl, CLKIT_F32, 1, none ? &zero : &one, &one, 1);
+            clkit_tensor z = tu_view(bz, CLKIT_F32, 1, none ? &zero : &one, &one, 1);
+            clkit_cross_entropy_options o = clkit_cross_entropy_defaults();
+            o.reduction = (clkit_reduction)r;
+            o.z_loss = &z;
+            o.z_loss_scale = 0.1f;
+            o.label_smoothing = 0.1f;
+            char name[64];
+            snprintf(name, sizeof name, "no tokens %s %s", clkit_dtype_name(dt), reduction_name(o.reduction));
+            TU_CHECK(clkit_cross_entropy(ctx, &x, &y, &o, &l, &dl));
+            TU_CHECK(clkit_cross_entropy(ctx, &x, &y, &o, &l, NULL));
+            tu_layout ll = strided(1, 1, 1);
+            double got = FILL;
+            for (int k = 0; k < 2; k++) {
+                if (none) untouched(ctx, k ? bz : bl, CLKIT_F32, 2, name);
+                else get(ctx, k ? bz : bl, CLKIT_F32, &ll, 0, 1, &got, name);
+                ck_assert_msg(none || got == 0.0, "%s: the %s is %g, expected 0", name, k ? "z-loss" : "loss", got);
+            }
+            untouched(ctx, bd, dt, 8, name);
+            untouched(ctx, bx, dt, 8, name);
+            cl_mem all[] = {bx, bd, by, bl, bz};
+            for (size_t i = 0; i < 5; i++) clReleaseMemObject(all[i]);
         }
     clkit_context_release(ctx);
 }
@@ -573,7 +634,8 @@ START_TEST(bad_input)
     TU_EXPECT(CLKIT_ERR_SHAPE, clkit_cross_entropy(ctx, &x, &y, &oz, &ln, &d));
     t = clkit_tensor_contiguous(guard.in, CLKIT_F32, 2, s08);
     clkit_tensor y0 = clkit_tensor_contiguous(by, CLKIT_I32, 1, &s0);
-    TU_EXPECT(CLKIT_ERR_SHAPE, clkit_cross_entropy(ctx, &t, &y0, NULL, &l, NULL));
+    /* no tokens is valid (zero_tokens), but reduction none then takes a loss of none */
+    TU_EXPECT(CLKIT_ERR_SHAPE, clkit_cross_entropy(ctx, &t, &y0, &none, &l, NULL));
     t = clkit_tensor_contiguous(guard.in, CLKIT_F32, 2, s40);
     TU_EXPECT(CLKIT_ERR_SHAPE, clkit_cross_entropy(ctx, &t, &y, NULL, &l, NULL));
     t = x, t.shape[1] = -3;
@@ -637,12 +699,16 @@ static lce_case lce_basic(clkit_dtype dt, int64_t t, int64_t d, int64_t v)
 }
 
 /* One gradient against the reference: within what rounding the dlogits chunk to the storage
-   dtype (and f32 arithmetic) can move a sum of |terms| mag, plus one rounding of the result. */
+   dtype (and f32 arithmetic) can move a sum of `terms` terms |terms| mag, plus one rounding of
+   the result. The chunk holds the summed loss's dlogits, so an f16 subnormal there is off by
+   at most 2^-25 times the reduction's scale (1 / count for the mean, else 1), and the result
+   by at most 2^-25 more. */
 static void lce_compare(const double *got, const double *want, const double *mag, size_t n,
-                        clkit_dtype dt, int64_t v, const char *what, const char *name)
+                        clkit_dtype dt, int64_t terms, double scale, const char *what,
+                        const char *name)
 {
     double rel = dt == CLKIT_F32 ? 1e-5 : 2 * tu_rtol(dt);
-    double atol = dt == CLKIT_F16 ? 6e-8 * (double)v : 1e-9;
+    double atol = dt == CLKIT_F16 ? 6e-8 * ((double)terms * scale + 1) : 1e-9;
     for (size_t i = 0; i < n; i++)
         if (!(fabs(got[i] - want[i]) <= atol + rel * (mag[i] + fabs(want[i]))))
             ck_abort_msg("%s: %s[%zu] is %.9g, expected %.9g (scale %.3g)", name, what, i, got[i],
@@ -670,7 +736,8 @@ static void lce_check(clkit_context *ctx, const lce_case *c, const char *what)
     random_targets(y, t, v, 5, c->o.ignore_index, (uint64_t)(t * v));
     for (int64_t i = 0; i < t; i++) yd[i] = (double)y[i];
     ref_lce_grads rg = {g, g + td, g + td + vd, g + td + vd + v, g + 2 * td + vd + v, g + 2 * td + 2 * vd + v};
-    ref_linear_cross_entropy(x, w, c->bias ? b : NULL, y, t, v, d, &c->o, l_want, z_want, &rg);
+    int64_t count = ref_linear_cross_entropy(x, w, c->bias ? b : NULL, y, t, v, d, &c->o, l_want, z_want, &rg);
+    double scale = c->o.reduction == CLKIT_REDUCTION_MEAN ? (count ? 1.0 / (double)count : 0) : 1;
 
     clkit_tensor tx, tw, tb, ty, tl, tz, tdx, tdw, tdb;
     tu_layout lb = strided(v, c->b_stride, 1), ldb = strided(v, c->db_stride, 2);
@@ -698,12 +765,12 @@ static void lce_check(clkit_context *ctx, const lce_case *c, const char *what)
     /* Outputs not asked for keep FILL: get() checks the whole buffer then. */
     get(ctx, bdx, c->dt, c->dx ? &c->ldx : &(tu_layout){0, 1, 0, c->ldx.total}, c->dx ? t : 1,
         c->dx ? d : 0, got, name);
-    if (c->dx) lce_compare(got, rg.dx, rg.dx_abs, td, c->dt, v, "dx", name);
+    if (c->dx) lce_compare(got, rg.dx, rg.dx_abs, td, c->dt, v, scale, "dx", name);
     get(ctx, bdw, c->dt, c->dw ? &c->ldw : &(tu_layout){0, 1, 0, c->ldw.total}, c->dw ? v : 1,
         c->dw ? d : 0, got, name);
-    if (c->dw) lce_compare(got, rg.dw, rg.dw_abs, vd, c->dt, t, "dweight", name);
+    if (c->dw) lce_compare(got, rg.dw, rg.dw_abs, vd, c->dt, t, scale, "dweight", name);
     get(ctx, bdb, c->dt, c->db ? &ldb : &(tu_layout){0, 1, 0, ldb.total}, 0, c->db ? v : 0, got, name);
-    if (c->db) lce_compare(got, rg.db, rg.db_abs, (size_t)v, c->dt, t, "dbias", name);
+    if (c->db) lce_compare(got, rg.db, rg.db_abs, (size_t)v, c->dt, t, scale, "dbias", name);
     cl_mem all[] = {bx, bw, bb, by, bl, bz, bdx, bdw, bdb};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
     free(x), free(w), free(b), free(g), free(got), free(yd), free(y);
@@ -892,6 +959,149 @@ START_TEST(linear_token_chunks)
 }
 END_TEST
 
+/* dx, dweight and dbias (no bias) of the reduction r into g, one after the other. */
+static void lce_grads(clkit_context *ctx, const clkit_tensor *x, const clkit_tensor *w,
+                      const clkit_tensor *y, clkit_reduction r, double *g)
+{
+    clkit_dtype dt = x->dtype;
+    int64_t v = w->shape[0], one = 1;
+    size_t td = (size_t)(x->shape[0] * x->shape[1]), vd = (size_t)(v * w->shape[1]);
+    cl_mem bl = tu_buffer(ctx, CLKIT_F32, 1, NULL), bdx = tu_buffer(ctx, dt, td, NULL);
+    cl_mem bdw = tu_buffer(ctx, dt, vd, NULL), bdb = tu_buffer(ctx, dt, (size_t)v, NULL);
+    clkit_tensor tl = clkit_tensor_contiguous(bl, CLKIT_F32, 1, &one);
+    clkit_tensor tdx = clkit_tensor_contiguous(bdx, dt, 2, x->shape);
+    clkit_tensor tdw = clkit_tensor_contiguous(bdw, dt, 2, w->shape);
+    clkit_tensor tdb = clkit_tensor_contiguous(bdb, dt, 1, &v);
+    clkit_cross_entropy_options o = clkit_cross_entropy_defaults();
+    o.reduction = r;
+    TU_CHECK(clkit_linear_cross_entropy(ctx, x, w, NULL, y, &o, &tl, &tdx, &tdw, &tdb));
+    tu_read(ctx, bdx, dt, td, g);
+    tu_read(ctx, bdw, dt, vd, g + td);
+    tu_read(ctx, bdb, dt, (size_t)v, g + td + vd);
+    clReleaseMemObject(bl), clReleaseMemObject(bdx), clReleaseMemObject(bdw), clReleaseMemObject(bdb);
+}
+
+/* count * mean against sum: both come from the same f32 sums of the same 16-bit dlogits, so
+   they differ by the two results' roundings (f16 subnormals: 2^-25 of the mean's, times
+   count) and f32 arithmetic on a sum of |terms| mag. */
+static void mean_vs_sum(const double *mean, const double *sum, const double *mag, size_t n,
+                        clkit_dtype dt, int64_t count, const char *what, const char *name)
+{
+    double atol = dt == CLKIT_F16 ? 6e-8 * (double)count : 0;
+    for (size_t i = 0; i < n; i++) {
+        double got = mean[i] * (double)count;
+        if (!(fabs(got - sum[i]) <= atol + tu_rtol(dt) * fabs(sum[i]) + 1e-6 * mag[i]))
+            ck_abort_msg("%s: %s[%zu]: count x mean is %.9g, the sum %.9g (scale %.3g)", name, what, i,
+                         got, sum[i], mag[i]);
+    }
+}
+
+/* The mean's gradients are the sum's over the count of tokens not ignored, as accurate at any
+   T (the 16-bit dlogits used to be stored after the 1 / T, where p / T of f16 sank into
+   subnormals: 3 % off at T 8192). f16 and bf16, T 64, 2048 (every 7th token ignored) and
+   8192: count x mean against the sum, and both against the reference; logits about N(0, 1),
+   as the probe that found it used. D 32 and V 1000 keep it to seconds on PoCL. */
+START_TEST(linear_mean_vs_sum)
+{
+    clkit_context *ctx = tu_ctx();
+    static const int64_t ts[] = {64, 2048, 8192};
+    const int64_t d = 32, v = 1000;
+    for (size_t dt = 1; dt < 3; dt++)
+        for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) {
+            clkit_dtype type = float_dtypes[dt];
+            int64_t t = ts[i];
+            size_t td = (size_t)(t * d), vd = (size_t)(v * d), n = td + vd + (size_t)v;
+            double *x = malloc(td * sizeof *x), *w = malloc(vd * sizeof *w), *yd = malloc((size_t)t * sizeof *yd);
+            double *want = malloc(2 * n * sizeof *want), *mean = malloc(n * sizeof *mean);
+            double *sum = malloc(n * sizeof *sum), loss;
+            int64_t *y = malloc((size_t)t * sizeof *y);
+            ck_assert(x && w && yd && want && mean && sum && y);
+            tu_fill_random(x, td, type, -1, 1, (uint64_t)t);
+            tu_fill_random(w, vd, type, -3 / sqrt((double)d), 3 / sqrt((double)d), (uint64_t)t + 1);
+            random_targets(y, t, v, i == 1 ? 7 : 0, -100, (uint64_t)t + 2);
+            for (int64_t k = 0; k < t; k++) yd[k] = (double)y[k];
+            clkit_cross_entropy_options o = clkit_cross_entropy_defaults();
+            o.reduction = CLKIT_REDUCTION_SUM;
+            ref_lce_grads rg = {want, want + td, want + td + vd, want + n, want + n + td, want + n + td + vd};
+            int64_t count = ref_linear_cross_entropy(x, w, NULL, y, t, v, d, &o, &loss, NULL, &rg);
+
+            int64_t xs[2] = {t, d}, ws[2] = {v, d};
+            cl_mem bx = tu_buffer(ctx, type, td, x), bw = tu_buffer(ctx, type, vd, w);
+            cl_mem by = tu_buffer(ctx, CLKIT_I64, (size_t)t, yd);
+            clkit_tensor tx = clkit_tensor_contiguous(bx, type, 2, xs), tw = clkit_tensor_contiguous(bw, type, 2, ws);
+            clkit_tensor ty = clkit_tensor_contiguous(by, CLKIT_I64, 1, &t);
+            lce_grads(ctx, &tx, &tw, &ty, CLKIT_REDUCTION_MEAN, mean);
+            lce_grads(ctx, &tx, &tw, &ty, CLKIT_REDUCTION_SUM, sum);
+
+            char name[128];
+            snprintf(name, sizeof name, "mean vs sum %s T %lld (%lld counted) D %lld V %lld",
+                     clkit_dtype_name(type), (long long)t, (long long)count, (long long)d, (long long)v);
+            static const char *what[] = {"dx", "dweight", "dbias"};
+            size_t at[3] = {0, td, td + vd}, len[3] = {td, vd, (size_t)v};
+            int64_t terms[3] = {v, t, t};
+            for (int g = 0; g < 3; g++) {
+                double *ref = want + at[g], *mag = want + n + at[g];
+                lce_compare(sum + at[g], ref, mag, len[g], type, terms[g], 1, what[g], name);
+                mean_vs_sum(mean + at[g], sum + at[g], mag, len[g], type, count, what[g], name);
+                for (size_t k = 0; k < len[g]; k++) ref[k] /= (double)count, mag[k] /= (double)count;
+                lce_compare(mean + at[g], ref, mag, len[g], type, terms[g], 1 / (double)count, what[g], name);
+            }
+            clReleaseMemObject(bx), clReleaseMemObject(bw), clReleaseMemObject(by);
+            free(x), free(w), free(yd), free(want), free(mean), free(sum), free(y);
+        }
+    clkit_context_release(ctx);
+}
+END_TEST
+
+/* No tokens: the losses as zero_tokens has them, dx (0 rows) untouched, dweight and dbias
+   (sums over no tokens) zeros, in padded and strided views, with and without a bias. */
+START_TEST(linear_zero_tokens)
+{
+    clkit_context *ctx = tu_ctx();
+    for (int r = 0; r < 3; r++)
+        for (size_t d = 0; d < 3; d++) {
+            clkit_dtype dt = float_dtypes[d];
+            bool none = r == CLKIT_REDUCTION_NONE;
+            int64_t v = 5, dd = 8, zero = 0, one = 1;
+            double w[40], got[40];
+            tu_fill_random(w, 40, dt, -1, 1, 9);
+            tu_layout lw = row_major(v, dd, 0, 0), ldw = row_major(v, dd, 3, 2), ldb = strided(v, 2, 1);
+            tu_layout ll = strided(1, 1, 1);
+            clkit_tensor tw, tdw, tdb, tb;
+            cl_mem bw = put(ctx, dt, &lw, v, dd, w, &tw), bdw = put(ctx, dt, &ldw, v, dd, NULL, &tdw);
+            cl_mem bdb = put(ctx, dt, &ldb, 0, v, NULL, &tdb), bb = put(ctx, dt, &lw, 0, v, w, &tb);
+            cl_mem bx = filled(ctx, dt, 8), bdx = filled(ctx, dt, 8), by = filled(ctx, CLKIT_I64, 2);
+            cl_mem bl = filled(ctx, CLKIT_F32, 2), bz = filled(ctx, CLKIT_F32, 2);
+            clkit_tensor x = tu_view(bx, dt, 2, (int64_t[]){0, dd}, (int64_t[]){dd, 1}, 0);
+            clkit_tensor dx = tu_view(bdx, dt, 2, (int64_t[]){0, dd}, (int64_t[]){1, 3}, 1);
+            clkit_tensor y = tu_view(by, CLKIT_I64, 1, &zero, &one, 1);
+            clkit_tensor l = tu_view(bl, CLKIT_F32, 1, none ? &zero : &one, &one, 1);
+            clkit_tensor z = tu_view(bz, CLKIT_F32, 1, none ? &zero : &one, &one, 1);
+            clkit_cross_entropy_options o = clkit_cross_entropy_defaults();
+            o.reduction = (clkit_reduction)r;
+            o.z_loss = &z;
+            o.z_loss_scale = 0.1f;
+            char name[64];
+            snprintf(name, sizeof name, "linear, no tokens %s %s", clkit_dtype_name(dt), reduction_name(o.reduction));
+            TU_CHECK(clkit_linear_cross_entropy(ctx, &x, &tw, d ? &tb : NULL, &y, &o, &l, &dx, &tdw, &tdb));
+            for (int k = 0; k < 2; k++) {
+                double loss = FILL;
+                if (none) untouched(ctx, k ? bz : bl, CLKIT_F32, 2, name);
+                else get(ctx, k ? bz : bl, CLKIT_F32, &ll, 0, 1, &loss, name);
+                ck_assert_msg(none || loss == 0.0, "%s: the %s is %g, expected 0", name, k ? "z-loss" : "loss", loss);
+            }
+            untouched(ctx, bdx, dt, 8, name);
+            get(ctx, bdw, dt, &ldw, v, dd, got, name);
+            for (int i = 0; i < 40; i++) ck_assert_msg(got[i] == 0.0, "%s: dweight[%d] is %g", name, i, got[i]);
+            get(ctx, bdb, dt, &ldb, 0, v, got, name);
+            for (int i = 0; i < v; i++) ck_assert_msg(got[i] == 0.0, "%s: dbias[%d] is %g", name, i, got[i]);
+            cl_mem all[] = {bw, bdw, bdb, bb, bx, bdx, by, bl, bz};
+            for (size_t i = 0; i < 9; i++) clReleaseMemObject(all[i]);
+        }
+    clkit_context_release(ctx);
+}
+END_TEST
+
 typedef struct lce_rerun {
     clkit_tensor x, w, y, loss, dx, dw;
     cl_mem bl, bdw;
@@ -1062,6 +1272,8 @@ START_TEST(linear_bad_input)
     clkit_tensor w0 = w;
     w0.shape[1] = 0;
     TU_EXPECT(CLKIT_ERR_SHAPE, LCE(&t, &w0, NULL, &y, NULL, &l, NULL, NULL, NULL));
+    w0 = w, w0.shape[0] = 0; /* V = 0: a row of no logits has no softmax */
+    TU_EXPECT(CLKIT_ERR_SHAPE, LCE(&x, &w0, NULL, &y, NULL, &l, NULL, NULL, NULL));
     /* bounds, strides, overlaps */
     t = w, t.offset = 8 * 4;
     TU_EXPECT(CLKIT_ERR_OUT_OF_BOUNDS, LCE(&x, &t, &b, &y, NULL, &l, &dx, &dw, &db));
@@ -1095,6 +1307,7 @@ int main(void)
     tcase_add_test(tc, option_combinations);
     tcase_add_test(tc, shapes);
     tcase_add_test(tc, all_ignored);
+    tcase_add_test(tc, zero_tokens);
     tcase_add_test(tc, custom_ignore_index);
     tcase_add_test(tc, in_place);
     tcase_add_test(tc, strided_views);
@@ -1111,6 +1324,8 @@ int main(void)
     tcase_add_test(tc, linear_split_dweight);
     tcase_add_test(tc, linear_many_tiles);
     tcase_add_test(tc, linear_token_chunks);
+    tcase_add_test(tc, linear_mean_vs_sum);
+    tcase_add_test(tc, linear_zero_tokens);
     tcase_add_test(tc, linear_persistent_walk);
     tcase_add_test(tc, linear_memory_and_determinism);
     tcase_add_test(tc, linear_finite_differences);

@@ -24,7 +24,14 @@
    or more rows fits the budget with the f32 dweight accumulator (V x D x 4 bytes): each token
    chunk's GEMM keeps its logits in the storage dtype (the loss still from the f32
    accumulators), lce_zgrad turns them into dloss/dz in place, and the dx rows and the
-   dweight accumulator take it from there. Three GEMMs of 2 T D V instead of four. */
+   dweight accumulator take it from there. Three GEMMs of 2 T D V instead of four.
+
+   On every route dloss/dz is that of the summed loss, and the mean's 1 / count (grad_scale)
+   is applied in f32, as the alpha of the dx and dweight GEMMs and by lce_dbias: stored
+   scaled, 16-bit gradients sank below f16's normal range as T grew.
+
+   No tokens (T = 0) is a valid call that enqueues no row kernel: the losses reduce to 0 and
+   dweight and dbias, sums over no tokens, are zeros. */
 #include "../internal.h"
 
 #include <math.h>
@@ -106,10 +113,12 @@ static clkit_status check_options(clkit_context *ctx, const clkit_cross_entropy_
     return CLKIT_OK;
 }
 
-static clkit_status check_dims(clkit_context *ctx, const char *what, int64_t n)
+/* T may be 0 (min 0): no tokens is an empty batch. V and D may not: a row of no logits has
+   no softmax. */
+static clkit_status check_dims(clkit_context *ctx, const char *what, int64_t n, int64_t min)
 {
-    if (n < 1) return clkit_fail(ctx, CLKIT_ERR_SHAPE, "%s is %lld; it must be at least 1", what,
-                                 (long long)n);
+    if (n < min) return clkit_fail(ctx, CLKIT_ERR_SHAPE, "%s is %lld; it must be at least %lld",
+                                   what, (long long)n, (long long)min);
     if (n > INT32_MAX)
         return clkit_fail(ctx, CLKIT_ERR_OVERFLOW, "%s = %lld must be below 2^31", what,
                           (long long)n);
@@ -167,8 +176,14 @@ typedef struct ce_common {
     scratch tok, ztok;   /* per-token losses and z-losses for mean and sum */
     cl_mem loss, zloss;  /* where the row kernels write them; zloss NULL: not wanted */
     cl_long l_off, l_stride, z_off, z_stride;
-    float grad_scale; /* 1 / count for the mean */
+    float grad_scale; /* 1 / count for the mean (0 when count is), else 1 */
 } ce_common;
+
+static void set_grad_scale(ce_common *c)
+{
+    bool mean = c->o.reduction == CLKIT_REDUCTION_MEAN;
+    c->grad_scale = mean ? (c->count ? 1.0f / (float)c->count : 0.0f) : 1.0f;
+}
 
 static void release_common(clkit_context *ctx, ce_common *c)
 {
@@ -242,8 +257,7 @@ static clkit_status prepare_common(clkit_context *ctx, const clkit_tensor *targe
 {
     clkit_status s = check_targets(ctx, targets, c);
     if (s) return s;
-    bool mean = c->o.reduction == CLKIT_REDUCTION_MEAN;
-    c->grad_scale = mean ? (c->count ? 1.0f / (float)c->count : 0.0f) : 1.0f;
+    set_grad_scale(c);
     const clkit_tensor *zl = c->o.z_loss;
     if (c->o.reduction == CLKIT_REDUCTION_NONE) {
         c->loss = loss->buffer;
@@ -265,7 +279,8 @@ static clkit_status prepare_common(clkit_context *ctx, const clkit_tensor *targe
     return CLKIT_OK;
 }
 
-/* Mean or sum of the per-token losses into loss (and z_loss); nothing for reduction none. */
+/* Mean or sum of the per-token losses into loss (and z_loss); nothing for reduction none.
+   With no tokens (c->t 0, no scratch) both are 0, the mean as when every token is ignored. */
 static clkit_status reduce_tokens(clkit_context *ctx, const clkit_tensor *loss, const ce_common *c)
 {
     if (c->o.reduction == CLKIT_REDUCTION_NONE) return CLKIT_OK;
@@ -403,8 +418,8 @@ clkit_status clkit_cross_entropy(clkit_context *ctx, const clkit_tensor *logits,
         (s = clkit_check_tensor(ctx, logits, "logits", 2, 2, CLKIT_DT_FLOAT)))
         return s;
     c.t = logits->shape[0], c.v = logits->shape[1];
-    if ((s = check_dims(ctx, "T (logits rows)", c.t)) ||
-        (s = check_dims(ctx, "V (logits columns)", c.v)) ||
+    if ((s = check_dims(ctx, "T (logits rows)", c.t, 0)) ||
+        (s = check_dims(ctx, "V (logits columns)", c.v, 1)) ||
         (s = check_loss_args(ctx, targets, c.t, &c.o, loss)))
         return s;
     if (dlogits) {
@@ -419,6 +434,10 @@ clkit_status clkit_cross_entropy(clkit_context *ctx, const clkit_tensor *logits,
     const clkit_tensor *ts[] = {logits, targets, loss, c.o.z_loss, dlogits};
     const char *names[] = {"logits", "targets", "loss", "z_loss", "dlogits"};
     if ((s = check_overlaps(ctx, 5, ts, names, 2, 4, 0))) return s;
+    if (c.t == 0) {
+        set_grad_scale(&c);
+        return reduce_tokens(ctx, loss, &c);
+    }
     if (!(s = prepare_common(ctx, targets, loss, &c)) && !(s = run_rows(ctx, logits, dlogits, &c)))
         s = reduce_tokens(ctx, loss, &c);
     release_common(ctx, &c);
@@ -616,7 +635,7 @@ static clkit_status chunk_stats(clkit_context *ctx, const lce *l, int64_t v0, in
     return s ? s : launch_rows(ctx, l->stats, l->wg, c->t);
 }
 
-/* dloss/dz of the chunk into the gradient scratch (z itself for f32). */
+/* dloss/dz of the chunk (of the summed loss) into the gradient scratch (z itself for f32). */
 static clkit_status chunk_grad(clkit_context *ctx, const lce *l, int64_t v0, int64_t n)
 {
     const ce_common *c = &l->c;
@@ -624,13 +643,12 @@ static clkit_status chunk_grad(clkit_context *ctx, const lce *l, int64_t v0, int
     cl_mem sbuf = l->s.buf ? l->s.buf : l->z.buf;
     cl_long ldz = l->ldz, nn = n, v0l = v0, n_rows = c->t, v = c->v, lds = l->lds;
     float smoothing = c->o.label_smoothing, cap = c->o.softcap, zs = c->o.z_loss_scale;
-    float scale = c->grad_scale;
     clkit_status s = clkit_set_args(
-        ctx, l->grad, 17, sizeof(cl_mem), &l->z.buf, sizeof ldz, &ldz, sizeof nn, &nn,
+        ctx, l->grad, 16, sizeof(cl_mem), &l->z.buf, sizeof ldz, &ldz, sizeof nn, &nn,
         sizeof v0l, &v0l, sizeof(cl_mem), &b.buf, sizeof b.off, &b.off, sizeof b.stride,
         &b.stride, sizeof(cl_mem), &c->tgt.buf, sizeof n_rows, &n_rows, sizeof v, &v,
-        sizeof smoothing, &smoothing, sizeof cap, &cap, sizeof zs, &zs, sizeof scale, &scale,
-        sizeof(cl_mem), &l->state.buf, sizeof(cl_mem), &sbuf, sizeof lds, &lds);
+        sizeof smoothing, &smoothing, sizeof cap, &cap, sizeof zs, &zs, sizeof(cl_mem),
+        &l->state.buf, sizeof(cl_mem), &sbuf, sizeof lds, &lds);
     return s ? s : launch_rows(ctx, l->grad, l->wg, c->t);
 }
 
@@ -639,26 +657,27 @@ static clkit_status zgrad(clkit_context *ctx, const lce *l, const ce_common *c, 
 {
     cl_long ldz = l->lds, nn = n, v = c->v, n_rows = c->t;
     float smoothing = c->o.label_smoothing, cap = c->o.softcap, zs = c->o.z_loss_scale;
-    float scale = c->grad_scale;
     clkit_status s = clkit_set_args(
-        ctx, l->grad, 11, sizeof(cl_mem), &l->s.buf, sizeof ldz, &ldz, sizeof nn, &nn, sizeof v, &v,
+        ctx, l->grad, 10, sizeof(cl_mem), &l->s.buf, sizeof ldz, &ldz, sizeof nn, &nn, sizeof v, &v,
         sizeof(cl_mem), &c->tgt.buf, sizeof n_rows, &n_rows, sizeof smoothing, &smoothing,
-        sizeof cap, &cap, sizeof zs, &zs, sizeof scale, &scale, sizeof(cl_mem), &l->state.buf);
+        sizeof cap, &cap, sizeof zs, &zs, sizeof(cl_mem), &l->state.buf);
     return s ? s : launch_rows(ctx, l->grad, l->zwg, c->t);
 }
 
 /* Column sums of n_rows rows of the gradient into dbias entries [v0, v0 + n), through the f32
-   sums of the token chunks before (first: none) when there are several (last: the total). */
+   sums of the token chunks before (first: none) when there are several (last: the total,
+   times grad_scale). */
 static clkit_status chunk_dbias(clkit_context *ctx, const lce *l, cl_mem sbuf, int64_t n_rows,
                                 int64_t v0, int64_t n, int first, int last)
 {
     cl_long lds = l->lds, rows = n_rows, nn = n, stride = l->db->strides[0];
     cl_long off = (cl_long)(l->db->offset / clkit_dtype_size(l->dt)) + v0 * stride;
-    clkit_status s = clkit_set_args(ctx, l->dbias, 10, sizeof(cl_mem), &sbuf, sizeof lds, &lds,
+    float scale = l->c.grad_scale;
+    clkit_status s = clkit_set_args(ctx, l->dbias, 11, sizeof(cl_mem), &sbuf, sizeof lds, &lds,
                                     sizeof rows, &rows, sizeof nn, &nn, sizeof(cl_mem),
                                     &l->bacc.buf, sizeof first, &first, sizeof last, &last,
-                                    sizeof(cl_mem), &l->db->buffer, sizeof off, &off,
-                                    sizeof stride, &stride);
+                                    sizeof scale, &scale, sizeof(cl_mem), &l->db->buffer,
+                                    sizeof off, &off, sizeof stride, &stride);
     size_t global[2] = {(size_t)round_up(n, DB_COLS), DB_ROWS}, local[2] = {DB_COLS, DB_ROWS};
     return s ? s : clkit_launch(ctx, l->dbias, 2, global, local);
 }
@@ -678,12 +697,15 @@ static clkit_status split_sum(clkit_context *ctx, const lce *l, int splits, cons
     return clkit_launch(ctx, l->split_sum, 1, &global, &wg);
 }
 
-/* out (n x d) = a (n x k) b (k x d). Split in `splits` slices of k (which they divide), the
-   slices' products land in l->part as one batched GEMM and lce_split_sum adds them. */
+/* out (n x d) = grad_scale a (n x k) b (k x d). Split in `splits` slices of k (which they
+   divide), the slices' products land in l->part as one batched GEMM and lce_split_sum adds
+   them. */
 static clkit_status split_gemm(clkit_context *ctx, const lce *l, const clkit_tensor *a,
                                const clkit_tensor *b, const clkit_tensor *out, int splits)
 {
-    if (splits == 1) return clkit_matmul(ctx, a, b, out, NULL);
+    clkit_matmul_options mo = clkit_matmul_defaults();
+    mo.alpha = l->c.grad_scale;
+    if (splits == 1) return clkit_matmul(ctx, a, b, out, &mo);
     int64_t n = a->shape[0], slice = a->shape[1] / splits, d = b->shape[1];
     int64_t as[3] = {splits, n, slice}, bs[3] = {splits, slice, d}, ps[3] = {splits, n, d};
     clkit_tensor a3 = clkit_tensor_contiguous(a->buffer, a->dtype, 3, as);
@@ -693,11 +715,11 @@ static clkit_status split_gemm(clkit_context *ctx, const lce *l, const clkit_ten
     b3.offset = b->offset;
     b3.strides[0] = slice * b->strides[0], b3.strides[1] = b->strides[0], b3.strides[2] = b->strides[1];
     clkit_tensor p3 = clkit_tensor_contiguous(l->part.buf, CLKIT_F32, 3, ps);
-    clkit_status s = clkit_matmul(ctx, &a3, &b3, &p3, NULL);
+    clkit_status s = clkit_matmul(ctx, &a3, &b3, &p3, &mo);
     return s ? s : split_sum(ctx, l, splits, out);
 }
 
-/* dweight rows [v0, v0 + n) = g^T x over all tokens, in dw_splits token slices. */
+/* dweight rows [v0, v0 + n) = grad_scale g^T x over all tokens, in dw_splits token slices. */
 static clkit_status chunk_dweight(clkit_context *ctx, const lce *l, cl_mem sbuf, int64_t v0, int64_t n)
 {
     clkit_tensor dw = row_slice(l->dw, v0, n, false);
@@ -705,9 +727,9 @@ static clkit_status chunk_dweight(clkit_context *ctx, const lce *l, cl_mem sbuf,
     return split_gemm(ctx, l, &gt, l->x, &dw, l->dw_splits);
 }
 
-/* The chunk's share of every gradient from its dloss/dz g (in s, or z for f32): dweight rows
-   and dbias entries [v0, v0 + n) written once (f32 accumulation inside the GEMM and the
-   column sums), dx accumulated in f32. */
+/* The chunk's share of every gradient from its dloss/dz g (in s, or z for f32), each scaled by
+   grad_scale in f32: dweight rows and dbias entries [v0, v0 + n) written once (f32
+   accumulation inside the GEMM and the column sums), dx accumulated in f32. */
 static clkit_status chunk_consume(clkit_context *ctx, const lce *l, int64_t v0, int64_t n, bool first)
 {
     clkit_status s;
@@ -719,6 +741,7 @@ static clkit_status chunk_consume(clkit_context *ctx, const lce *l, int64_t v0, 
     clkit_tensor acc = l->acc.buf ? matrix(l->acc.buf, CLKIT_F32, 0, l->c.t, l->d, l->d, 1) : *l->dx;
     clkit_tensor w = row_slice(l->w, v0, n, false);
     clkit_matmul_options mo = clkit_matmul_defaults();
+    mo.alpha = l->c.grad_scale;
     mo.beta = first ? 0.0f : 1.0f;
     return clkit_matmul(ctx, &g, &w, &acc, &mo);
 }
@@ -754,23 +777,23 @@ static void fused_config(const int *t, char *buf, size_t n)
 
 /* The chunk's product x W[v0 : v0 + n]^T (x: c->t rows) through matmul_mma with the CE
    epilogue epi: per-tile states ("STATS"; "STATS -D CE_STORE" also keeps the logits in s) or
-   dloss/dz into s ("GRAD"). Bias and soft-capping are compiled in only when used. */
+   dloss/dz of the summed loss into s ("GRAD"). Bias and soft-capping are compiled in only
+   when used. */
 static clkit_status fused_gemm(clkit_context *ctx, const lce *l, const ce_common *c,
                                const clkit_tensor *x, const char *epi, int64_t v0, int64_t n)
 {
     bias_args b = make_bias_args(l->bias);
     cl_long v0l = v0, slots = l->slots, v = c->v;
     float cap = c->o.softcap, smoothing = c->o.label_smoothing, zs = c->o.z_loss_scale;
-    float scale = c->grad_scale;
     char define[80], config[160];
     snprintf(define, sizeof define, "-D EPI_CE_%s%s%s", epi, l->bias ? " -D CE_BIAS" : "",
              cap > 0.0f ? " -D CE_CAP" : "");
-    clkit_matmul_epilogue e = {define, 15,
+    clkit_matmul_epilogue e = {define, 14,
         {sizeof(cl_mem), sizeof b.off, sizeof b.stride, sizeof(cl_mem), sizeof v0l, sizeof cap,
          sizeof(cl_mem), sizeof(cl_mem), sizeof(cl_mem), sizeof slots, sizeof(cl_mem),
-         sizeof smoothing, sizeof zs, sizeof scale, sizeof v},
+         sizeof smoothing, sizeof zs, sizeof v},
         {&b.buf, &b.off, &b.stride, &c->tgt.buf, &v0l, &cap, &l->ms.buf, &l->sz.buf, &l->zt.buf,
-         &slots, &l->state.buf, &smoothing, &zs, &scale, &v}};
+         &slots, &l->state.buf, &smoothing, &zs, &v}};
     clkit_tensor wt = row_slice(l->w, v0, n, true);
     clkit_tensor g = matrix(l->s.buf, l->dt, 0, c->t, n, l->lds, 1);
     fused_config(l->gemm, config, sizeof config);
@@ -987,7 +1010,7 @@ static clkit_status token_slice(clkit_context *ctx, const lce *l, int64_t t0, in
     return clkit_copy(ctx, &from, &to);
 }
 
-/* dx rows [t0, t0 + rows) = g W, in dx_splits vocabulary slices. */
+/* dx rows [t0, t0 + rows) = grad_scale g W, in dx_splits vocabulary slices. */
 static clkit_status token_dx(clkit_context *ctx, const lce *l, int64_t t0, int64_t rows)
 {
     clkit_tensor dx = row_slice(l->dx, t0, rows, false);
@@ -995,13 +1018,14 @@ static clkit_status token_dx(clkit_context *ctx, const lce *l, int64_t t0, int64
     return split_gemm(ctx, l, &g, l->w, &dx, l->dx_splits);
 }
 
-/* dweight's f32 sums += g^T x[t0 : t0 + rows] (the first chunk starts them). */
+/* dweight's f32 sums += grad_scale g^T x[t0 : t0 + rows] (the first chunk starts them). */
 static clkit_status token_dw(clkit_context *ctx, const lce *l, int64_t t0, int64_t rows)
 {
     clkit_tensor gt = matrix(l->s.buf, l->dt, 0, l->c.v, rows, 1, l->lds);
     clkit_tensor xr = row_slice(l->x, t0, rows, false);
     clkit_tensor acc = matrix(l->wacc.buf, CLKIT_F32, 0, l->c.v, l->d, l->d, 1);
     clkit_matmul_options mo = clkit_matmul_defaults();
+    mo.alpha = l->c.grad_scale;
     mo.beta = t0 ? 1.0f : 0.0f;
     return clkit_matmul(ctx, &gt, &xr, &acc, &mo);
 }
@@ -1085,8 +1109,8 @@ static clkit_status check_linear(clkit_context *ctx, lce *l)
     }
     l->dt = l->x->dtype;
     l->c.t = l->x->shape[0], l->d = l->x->shape[1], l->c.v = l->w->shape[0];
-    if ((s = check_dims(ctx, "T (x rows)", l->c.t)) || (s = check_dims(ctx, "D", l->d)) ||
-        (s = check_dims(ctx, "V (weight rows)", l->c.v)))
+    if ((s = check_dims(ctx, "T (x rows)", l->c.t, 0)) || (s = check_dims(ctx, "D", l->d, 1)) ||
+        (s = check_dims(ctx, "V (weight rows)", l->c.v, 1)))
         return s;
     if (l->w->shape[1] != l->d)
         return clkit_fail(ctx, CLKIT_ERR_SHAPE, "weight is %lld x %lld but x has D = %lld",
@@ -1102,6 +1126,27 @@ static clkit_status check_linear(clkit_context *ctx, lce *l)
         (l->db && (s = clkit_check_output(ctx, l->db, "dbias"))))
         return s;
     return CLKIT_OK;
+}
+
+/* No tokens: the losses reduce to 0, dx is empty, and dweight = g^T x and dbias = 1^T g are
+   sums over no tokens, which GEMMs with K = 0 write as zeros in any layout and dtype (the
+   empty operands' views need no memory; x's buffer stands in). */
+static clkit_status lce_no_tokens(clkit_context *ctx, lce *l, const clkit_tensor *loss)
+{
+    set_grad_scale(&l->c);
+    clkit_status s = reduce_tokens(ctx, loss, &l->c);
+    cl_mem none = l->x->buffer;
+    if (!s && l->dw) {
+        clkit_tensor gt = matrix(none, l->dt, 0, l->c.v, 0, 1, 1);
+        s = clkit_matmul(ctx, &gt, l->x, l->dw, NULL);
+    }
+    if (!s && l->db) {
+        clkit_tensor ones = matrix(none, l->dt, 0, 1, 0, 1, 1), g = matrix(none, l->dt, 0, 0, l->c.v, 1, 1);
+        clkit_tensor db = matrix(l->db->buffer, l->dt, (int64_t)(l->db->offset / clkit_dtype_size(l->dt)),
+                                 1, l->c.v, 1, l->db->strides[0]);
+        s = clkit_matmul(ctx, &ones, &g, &db, NULL);
+    }
+    return s;
 }
 
 clkit_status clkit_linear_cross_entropy(clkit_context *ctx, const clkit_tensor *x,
@@ -1122,6 +1167,7 @@ clkit_status clkit_linear_cross_entropy(clkit_context *ctx, const clkit_tensor *
     const clkit_tensor *ts[] = {x, weight, bias, targets, loss, l.c.o.z_loss, dx, dweight, dbias};
     const char *names[] = {"x", "weight", "bias", "targets", "loss", "z_loss", "dx", "dweight", "dbias"};
     if ((s = check_overlaps(ctx, 9, ts, names, 4, -1, -1))) return s;
+    if (l.c.t == 0) return lce_no_tokens(ctx, &l, loss);
     lce unfused = l; /* validated, nothing allocated yet */
     int tile = fused_tile(ctx, l.dt);
     l.fused = tile >= 0, l.tile = tile >= 0 ? tile : 0;

@@ -61,6 +61,31 @@ int64_t ref_cross_entropy(const double *logits, const int64_t *targets, int64_t 
     return count;
 }
 
+/* dx = dz w, dw = dz^T x, db = column sums of dz, and the same sums of |terms| (each output
+   may be NULL). Token by token, so that every inner loop walks memory in order: with tokens
+   innermost, T 8192, D 64, V 4000 took a minute. */
+static void chain_rule(const double *x, const double *w, const double *dz, int64_t t, int64_t v,
+                       int64_t d, const ref_lce_grads *g)
+{
+    double *sums[6] = {g->dx, g->dx_abs, g->dw, g->dw_abs, g->db, g->db_abs};
+    int64_t sizes[6] = {t * d, t * d, v * d, v * d, v, v};
+    for (int i = 0; i < 6; i++)
+        for (int64_t k = 0; sums[i] && k < sizes[i]; k++) sums[i][k] = 0;
+    for (int64_t r = 0; r < t; r++)
+        for (int64_t j = 0; j < v; j++) {
+            double gz = dz[r * v + j];
+            const double *wj = w + j * d, *xr = x + r * d;
+            for (int64_t k = 0; k < d; k++) {
+                if (g->dx) g->dx[r * d + k] += gz * wj[k];
+                if (g->dx_abs) g->dx_abs[r * d + k] += fabs(gz * wj[k]);
+                if (g->dw) g->dw[j * d + k] += gz * xr[k];
+                if (g->dw_abs) g->dw_abs[j * d + k] += fabs(gz * xr[k]);
+            }
+            if (g->db) g->db[j] += gz;
+            if (g->db_abs) g->db_abs[j] += fabs(gz);
+        }
+}
+
 int64_t ref_linear_cross_entropy(const double *x, const double *w, const double *b,
                                  const int64_t *targets, int64_t t, int64_t v, int64_t d,
                                  const clkit_cross_entropy_options *o, double *loss,
@@ -75,31 +100,7 @@ int64_t ref_linear_cross_entropy(const double *x, const double *w, const double 
             z[r * v + j] = acc;
         }
     int64_t count = ref_cross_entropy(z, targets, t, v, o, loss, zloss, dz);
-    for (int64_t r = 0; g && g->dx && r < t; r++)
-        for (int64_t k = 0; k < d; k++) {
-            double acc = 0, mag = 0;
-            for (int64_t j = 0; j < v; j++) {
-                acc += dz[r * v + j] * w[j * d + k];
-                mag += fabs(dz[r * v + j] * w[j * d + k]);
-            }
-            g->dx[r * d + k] = acc;
-            if (g->dx_abs) g->dx_abs[r * d + k] = mag;
-        }
-    for (int64_t j = 0; g && (g->dw || g->db) && j < v; j++) {
-        for (int64_t k = 0; g->dw && k < d; k++) {
-            double acc = 0, mag = 0;
-            for (int64_t r = 0; r < t; r++) {
-                acc += dz[r * v + j] * x[r * d + k];
-                mag += fabs(dz[r * v + j] * x[r * d + k]);
-            }
-            g->dw[j * d + k] = acc;
-            if (g->dw_abs) g->dw_abs[j * d + k] = mag;
-        }
-        double acc = 0, mag = 0;
-        for (int64_t r = 0; r < t; r++) acc += dz[r * v + j], mag += fabs(dz[r * v + j]);
-        if (g->db) g->db[j] = acc;
-        if (g->db_abs) g->db_abs[j] = mag;
-    }
+    if (g) chain_rule(x, w, dz, t, v, d, g);
     free(z);
     free(dz);
     return count;
