@@ -272,8 +272,12 @@ clkit_cross_entropy_options clkit_cross_entropy_defaults(void);
    for none. dlogits (T, V, logits' dtype) receives the gradient of the loss and may be
    exactly logits (an in-place gradient); NULL: forward only. A target outside [0, V) other
    than ignore_index fails with CLKIT_ERR_INVALID_VALUE, found without reading outside
-   logits (the check waits for the device). T and V from 1 to 2^31 - 1. A row of all -inf
-   logits gives a NaN loss and gradient, as in PyTorch. opt NULL: the defaults. */
+   logits (the check waits for the device). V from 1 and T from 0 to 2^31 - 1: no tokens is
+   an empty batch, which writes no per-token loss and no dlogits, and whose mean and sum
+   (and z-losses) are 0, the mean as when every token is ignored. For the mean, dlogits
+   holds p / count in the logits' dtype, so f16 values sink below its normal range (6.1e-5)
+   as the count grows. A row of all -inf logits gives a NaN loss and gradient, as in
+   PyTorch. opt NULL: the defaults. */
 clkit_status clkit_cross_entropy(clkit_context *ctx, const clkit_tensor *logits,
                                  const clkit_tensor *targets,
                                  const clkit_cross_entropy_options *opt, const clkit_tensor *loss,
@@ -286,7 +290,11 @@ clkit_status clkit_cross_entropy(clkit_context *ctx, const clkit_tensor *logits,
    asked for without a bias (the gradient at a zero bias). A chunk is the most multiple of 128
    columns whose f32 logits (and 16-bit gradient, for f16/bf16) fit min(256 MiB, max_alloc / 2)
    ($CLKIT_LCE_CHUNK overrides); extra memory is that chunk plus O(T + V), plus an f32 (T, D)
-   accumulator when dx is f16/bf16 (clkit_scratch_peak reports it). */
+   accumulator when dx is f16/bf16 (clkit_scratch_peak reports it). The logits' gradient is
+   kept as that of the summed loss and the mean's 1 / count is applied in f32, so f16
+   gradients of the mean are as accurate as the sum's at any T. T = 0 is valid: dx is
+   empty, dweight and dbias (sums over no tokens) are zeros, the losses as
+   clkit_cross_entropy's. */
 clkit_status clkit_linear_cross_entropy(clkit_context *ctx, const clkit_tensor *x,
                                         const clkit_tensor *weight, const clkit_tensor *bias,
                                         const clkit_tensor *targets,
