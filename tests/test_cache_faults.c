@@ -808,6 +808,7 @@ int main(void)
 {
     Suite *s = suite_create("cache_faults");
     TCase *tc = tu_tcase("cache_faults");
+    tcase_set_timeout(tc, 180); /* each case takes seconds: a hang should not cost ten minutes */
     tcase_add_test(tc, tuned_json_faults);
     tcase_add_test(tc, binary_entry_faults);
     tcase_add_test(tc, read_only_cache_dir);
