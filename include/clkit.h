@@ -161,21 +161,35 @@ clkit_tensor clkit_tensor_contiguous(cl_mem buffer, clkit_dtype dtype, int ndim,
                                      const int64_t *shape);
 
 /* ---- ops ---- */
-/* out = x + y, elementwise over same-shaped views (1..4-D, any strides); f32/f16/bf16. */
+/* out = x + y, elementwise over same-shaped views (1..4-D, any strides: x and y may broadcast
+   a dim by a zero stride, and may be one view); f32/f16/bf16. out may be exactly x or y (the
+   same buffer, offset, dtype and strides: in place); any other overlap of out with x or y
+   fails with CLKIT_ERR_OVERLAP. A dim of 0: nothing to do, CLKIT_OK. */
 clkit_status clkit_add(clkit_context *ctx, const clkit_tensor *x, const clkit_tensor *y,
                        const clkit_tensor *out);
-/* out = x for views of one shape in any layouts; float dtypes may convert into each other. */
+/* out = x for views of one shape in any layouts; float dtypes may convert into each other.
+   out may be exactly x (nothing to do); any other overlap fails with CLKIT_ERR_OVERLAP. A dim
+   of 0: nothing to do. */
 clkit_status clkit_copy(clkit_context *ctx, const clkit_tensor *x, const clkit_tensor *out);
-/* (3, H, W) -> (H, W), u8 or f32: 0.2989 R + 0.5870 G + 0.1140 B (u8 rounds to nearest). */
+/* (3, H, W) -> (H, W), u8 or f32: 0.2989 R + 0.5870 G + 0.1140 B (u8 rounds to nearest).
+   gray may not overlap rgb (CLKIT_ERR_OVERLAP). H or W 0: nothing to do. */
 clkit_status clkit_rgb_to_gray(clkit_context *ctx, const clkit_tensor *rgb,
                                const clkit_tensor *gray);
-/* out[swizzle2d(i, j)] = x[i, j] with Triton's tl.swizzle2d grouping of group_size rows. */
+/* out[swizzle2d(i, j)] = x[i, j] with Triton's tl.swizzle2d grouping of group_size rows (at
+   least 1, else CLKIT_ERR_INVALID_VALUE; more than M acts as M). A permutation: out may not
+   overlap x at all, in place neither (CLKIT_ERR_OVERLAP). M or N 0: nothing to do. */
 clkit_status clkit_swizzle2d(clkit_context *ctx, const clkit_tensor *x, const clkit_tensor *out,
                              int group_size);
-/* out = keep ? x / (1 - p) : 0, keep drawn from Philox4x32-10(seed, element index). */
+/* out = keep ? x / (1 - p) : 0, keep drawn from Philox4x32-10(seed, element index): the
+   row-major index in the view, whatever its strides. p in [0, 1], 1 dropping everything
+   (zeros, inf and NaN inputs too, as PyTorch's p = 1); NaN or outside: CLKIT_ERR_INVALID_VALUE.
+   out may be exactly x (in place), no other overlap (CLKIT_ERR_OVERLAP). A dim of 0: nothing
+   to do. */
 clkit_status clkit_dropout(clkit_context *ctx, const clkit_tensor *x, const clkit_tensor *out,
                            float p, uint64_t seed);
-/* Row-wise softmax over the last dimension of (M, N), any row stride. */
+/* Row-wise softmax over the last dimension of (M, N), any strides. out may be exactly x (in
+   place), no other overlap (CLKIT_ERR_OVERLAP). M = 0: nothing to do; rows of nothing (N = 0,
+   M > 0) have no softmax: CLKIT_ERR_SHAPE. */
 clkit_status clkit_softmax(clkit_context *ctx, const clkit_tensor *x, const clkit_tensor *out);
 
 /* ---- matmul ---- */
@@ -234,7 +248,10 @@ clkit_status clkit_matmul(clkit_context *ctx, const clkit_tensor *a, const clkit
 /* y = (x - mean) * rstd * weight + bias over the last dimension of (M, N), any row strides.
    x and y f32, f16 or bf16 (alike); weight and bias (N) in x's dtype, each may be NULL (no
    affine part). mean and rstd (M, f32) receive the row statistics for the backward; either
-   may be NULL. eps > 0 guards the variance (rstd = 1 / sqrt(var + eps)). */
+   may be NULL. eps guards the variance (rstd = 1 / sqrt(var + eps)): finite and > 0, else
+   CLKIT_ERR_INVALID_VALUE. y may be exactly x (in place: the same buffer, offset, dtype and
+   strides); no other output may overlap an input or another output (CLKIT_ERR_OVERLAP). M = 0:
+   nothing to do; rows of nothing (N = 0, M > 0) have no mean: CLKIT_ERR_SHAPE. */
 clkit_status clkit_layernorm_forward(clkit_context *ctx, const clkit_tensor *x,
                                      const clkit_tensor *weight, const clkit_tensor *bias,
                                      float eps, const clkit_tensor *y, const clkit_tensor *mean,
@@ -242,7 +259,10 @@ clkit_status clkit_layernorm_forward(clkit_context *ctx, const clkit_tensor *x,
 /* Gradients of clkit_layernorm_forward given dy, the same x and weight (NULL when the forward
    had none) and the saved mean and rstd. dx (M, N) in x's dtype; dweight and dbias (N) in
    x's dtype, accumulated in f32, each may be NULL. Deterministic: partial sums over a fixed
-   partition of the rows, reduced in a fixed order, so reruns are bitwise equal. */
+   partition of the rows, reduced in a fixed order, so reruns are bitwise equal. weight NULL
+   is a weight of ones: dweight may still be asked for, the gradient at that unit weight. dx
+   may be exactly dy (in place), no other overlap (CLKIT_ERR_OVERLAP). M = 0: dx is empty and
+   dweight and dbias, sums over no rows, are zeros; N = 0 with M > 0: CLKIT_ERR_SHAPE. */
 clkit_status clkit_layernorm_backward(clkit_context *ctx, const clkit_tensor *dy,
                                       const clkit_tensor *x, const clkit_tensor *weight,
                                       const clkit_tensor *mean, const clkit_tensor *rstd,
@@ -315,14 +335,19 @@ clkit_attention_options clkit_attention_defaults(void);
    query attention: query head h reads kv head h / (Hq / Hkv)); any strides. o (B, Hq, Lq, D)
    in q's dtype; lse (B, Hq, Lq) f32 receives the natural-log log-sum-exp of each score row for
    the backward, may be NULL. f32, f16 or bf16 (q, k, v, o alike), f32 accumulation; D of 16,
-   32, 64, 128 or 256 (other D fail with CLKIT_ERR_UNSUPPORTED). opt NULL: the defaults. */
+   32, 64, 128 or 256 (other D fail with CLKIT_ERR_UNSUPPORTED). opt NULL: the defaults; a
+   scale that is NaN, infinite or negative fails with CLKIT_ERR_INVALID_VALUE. No output may
+   overlap an input or the other output, in place neither (CLKIT_ERR_OVERLAP). B, Hq or Lq 0:
+   nothing to do; Lk = 0 (no keys): o = 0 and lse = -inf. */
 clkit_status clkit_attention_forward(clkit_context *ctx, const clkit_tensor *q,
                                      const clkit_tensor *k, const clkit_tensor *v,
                                      const clkit_attention_options *opt, const clkit_tensor *o,
                                      const clkit_tensor *lse);
 /* Gradients of clkit_attention_forward given its o and lse and the gradient dout of o. dq, dk
    and dv are shaped and typed like q, k and v; with grouped-query attention dk and dv sum
-   over the query heads sharing a kv head, in a fixed order (deterministic). */
+   over the query heads sharing a kv head, in a fixed order (deterministic). Checks as the
+   forward's. Sums over nothing are zeros: Lk = 0 gives dq = 0; Lq = 0, or Hq = 0 (kv heads
+   that serve no query head), gives dk = dv = 0. B = 0: nothing to do. */
 clkit_status clkit_attention_backward(clkit_context *ctx, const clkit_tensor *q,
                                       const clkit_tensor *k, const clkit_tensor *v,
                                       const clkit_tensor *o, const clkit_tensor *dout,
