@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every row of ../shared/TARGETS.md in one run, for a GPU machine whose time is short: clkit
+# Every row of bench/TARGETS.md in one run, for a GPU machine whose time is short: clkit
 # bench on the target shapes only (`--shapes`), then bench/torch_peer.py on the same shapes
 # beside each CSV. Files go to DIR: NAME.csv (clkit) and NAME.log (its stderr), NAME-peer.csv
 # (merged with the peers) and NAME-peer.log (their tables and errors). Prints the tables.

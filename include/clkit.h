@@ -308,9 +308,11 @@ clkit_status clkit_cross_entropy(clkit_context *ctx, const clkit_tensor *logits,
    x, weight, bias and the gradients dx (T, D), dweight (V, D), dbias (V) share one dtype (f32,
    f16, bf16); the weight gradients accumulate in f32. Any gradient may be NULL; dbias may be
    asked for without a bias (the gradient at a zero bias). A chunk is the most multiple of 128
-   columns whose f32 logits (and 16-bit gradient, for f16/bf16) fit min(256 MiB, max_alloc / 2)
-   ($CLKIT_LCE_CHUNK overrides); extra memory is that chunk plus O(T + V), plus an f32 (T, D)
-   accumulator when dx is f16/bf16 (clkit_scratch_peak reports it). The logits' gradient is
+   columns whose f32 logits (and 16-bit gradient, for f16/bf16) fit min(64 MiB, max_alloc / 2);
+   where the GEMMs run fused on NVIDIA tensor cores, the chunk scratch may take T x V / 2
+   bytes, between 224 MiB and 1 GiB ($CLKIT_LCE_CHUNK overrides both); extra memory is that
+   chunk plus O(T + V), plus an f32 (T, D) accumulator when dx is f16/bf16
+   (clkit_scratch_peak reports it). The logits' gradient is
    kept as that of the summed loss and the mean's 1 / count is applied in f32, so f16
    gradients of the mean are as accurate as the sum's at any T. T = 0 is valid: dx is
    empty, dweight and dbias (sums over no tokens) are zeros, the losses as
