@@ -538,6 +538,42 @@ START_TEST(deterministic)
 }
 END_TEST
 
+/* weight NULL is a weight of ones: the backward's dx, and dweight (asked for without a
+   weight: the gradient at a unit weight), are bitwise those of an explicit weight of ones,
+   on chip and looping. */
+START_TEST(unit_weight)
+{
+    clkit_context *ctx = tu_ctx();
+    for (size_t i = 0; i < 3; i++) {
+        const int64_t m = 7, n = i == 2 ? 1500 : 45;
+        const size_t mn = (size_t)(m * n);
+        ln_case c = make_case(float_dtypes[i], m, n, "unit weight");
+        ln_data d;
+        memset(&d, 0, sizeof d);
+        run_forward(ctx, &c, &d);
+        d.dy = random_values(mn, c.dt, -1, 1, 99);
+        upload_stats(ctx, &c, &d);
+        for (int64_t k = 0; k < n; k++) d.w[k] = 1;
+        clReleaseMemObject(d.bw);
+        d.bw = upload(ctx, c.dt, &c.w, 1, n, d.w);
+        double *runs[2][3];
+        for (int r = 0; r < 2; r++) {
+            c.has = r ? ALL : ALL & ~HAS_W;
+            runs[r][0] = values(mn), runs[r][1] = values((size_t)n), runs[r][2] = values((size_t)n);
+            backward_once(ctx, &c, &d, runs[r][0], runs[r][1], runs[r][2]);
+        }
+        static const char *names[3] = {"dx", "dweight", "dbias"};
+        for (int k = 0; k < 3; k++)
+            ck_assert_msg(memcmp(runs[0][k], runs[1][k], (k ? (size_t)n : mn) * sizeof(double)) == 0,
+                          "%s %s: %s without a weight differs from a weight of ones",
+                          clkit_dtype_name(c.dt), n > 100 ? "looping" : "on chip", names[k]);
+        for (int r = 0; r < 2; r++) free(runs[r][0]), free(runs[r][1]), free(runs[r][2]);
+        release_data(&c, &d);
+    }
+    clkit_context_release(ctx);
+}
+END_TEST
+
 /* M = 0: the forward writes nothing, the backward writes zero dweight and dbias. */
 START_TEST(no_rows)
 {
@@ -720,6 +756,7 @@ int main(void)
     tcase_add_test(tc, large_mean);
     tcase_add_test(tc, finite_differences);
     tcase_add_test(tc, deterministic);
+    tcase_add_test(tc, unit_weight);
     tcase_add_test(tc, no_rows);
     tcase_add_test(tc, bad_forward);
     tcase_add_test(tc, bad_backward);
