@@ -239,13 +239,6 @@ static void query_vendor_props(cl_device_id d, struct clkit_device_props *p, con
            take up to 227 KiB (ptxas's limit there, 48 KiB on sm_80; H100, driver 580): keep
            1 KiB of it for the kernels' small arrays beside their tiles. */
         if (p->nv_cc_major >= 9) p->local_mem_static = (226u << 10);
-        const char *tc = getenv("CLKIT_TENSOR_CORES");
-        p->tensor_cores = p->nv_cc_major >= 8 && !(tc && strcmp(tc, "0") == 0);
-        const char *wg = getenv("CLKIT_WGMMA");
-        p->wgmma = p->tensor_cores && p->nv_cc_major == 9 && p->nv_cc_minor == 0 &&
-                   !(wg && strcmp(wg, "0") == 0);
-        const char *tma = getenv("CLKIT_NV_TMA");
-        p->tma = p->wgmma && !(tma && strcmp(tma, "0") == 0);
     }
     if (strstr(extensions, "cl_amd_device_attribute_query") && p->is_gpu) {
         cl_uint v = 0;
@@ -333,6 +326,7 @@ clkit_status clkit_device_props(const clkit_context *ctx, struct clkit_device_pr
 static clkit_status finish_setup(clkit_context *ctx, const char *cache_dir)
 {
     query_props(ctx->platform, ctx->device, &ctx->props);
+    clkit_paths_init(ctx);
     set_build_base(ctx);
     if (!cache_dir) cache_dir = getenv("CLKIT_CACHE_DIR");
     if (cache_dir) {

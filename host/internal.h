@@ -30,6 +30,16 @@ typedef struct clkit_tuned_memo {
 
 #define CLKIT_SCRATCH_POOL 8
 
+/* Vendor fast paths (paths.c), indexed as the bits of clkit_fast_paths, and the op families
+   whose failures they keep apart. */
+typedef enum clkit_path {
+    CLKIT_PATH_NV_SHUFFLE, CLKIT_PATH_NV_MMA, CLKIT_PATH_NV_WGMMA, CLKIT_PATH_NV_TMA, CLKIT_PATH_COUNT
+} clkit_path;
+typedef enum clkit_family {
+    CLKIT_FAMILY_MATMUL, CLKIT_FAMILY_ATTENTION, CLKIT_FAMILY_CROSS_ENTROPY, CLKIT_FAMILY_SOFTMAX,
+    CLKIT_FAMILY_LAYERNORM, CLKIT_FAMILY_COUNT
+} clkit_family;
+
 struct clkit_context {
     cl_platform_id platform;
     cl_device_id device;
@@ -47,10 +57,9 @@ struct clkit_context {
         cl_mem buf;
         size_t bytes;
     } pool[CLKIT_SCRATCH_POOL]; /* scratch released by ops, kept for the next call (tensor.c) */
-    bool fast_path_failed;    /* a tensor-core program failed to build: portable from now on */
-    bool wgmma_failed;        /* a wgmma (sm_90a) program failed to build: mma.sync from now on */
+    bool path_on[CLKIT_PATH_COUNT];  /* the device runs it and no switch turns it off */
+    bool path_failed[CLKIT_PATH_COUNT][CLKIT_FAMILY_COUNT]; /* its program failed to build */
     cl_mem tma_slot;          /* where wgmma kernels publish their TMA tensor maps (matmul.c) */
-    bool tma_off;             /* a TMA program failed to build: wgmma tiles load by cp.async */
     clkit_tuned_memo tuned;   /* tune_cache.c's parsed tuned.json, reused while unchanged */
     char error[8192];
 };
@@ -65,6 +74,24 @@ clkit_status clkit_cl_fail(clkit_context *ctx, cl_int err, const char *what);
 const char *clkit_cl_error_name(cl_int err);
 /* Clears the last error; every public entry point calls it first. */
 void clkit_clear_error(clkit_context *ctx);
+
+/* ---- vendor fast paths (paths.c) ---- */
+/* From the device's properties and the environment switches, at context creation. */
+void clkit_paths_init(clkit_context *ctx);
+/* Whether an op of `family` may build programs of `path` (and so of the paths it nests in). */
+bool clkit_path_allowed(const clkit_context *ctx, clkit_path path, clkit_family family);
+/* A program of `path` failed to build for `family` (its log in clkit_last_error): the path is
+   off for that family from now on, with a warning naming what runs instead; the error is
+   cleared, so the op can plan again. */
+void clkit_path_failed(clkit_context *ctx, clkit_path path, clkit_family family);
+/* build(ctx, arg, without, k) makes a kernel whose program uses `path` where the device has it,
+   unless `without`. clkit_path_build asks for it with the path while the family may take it,
+   and without once a build with it has failed (that failure too), so the op never keeps its
+   own fallback. */
+typedef clkit_status (*clkit_path_build_fn)(clkit_context *ctx, const void *arg, bool without,
+                                            cl_kernel *k);
+clkit_status clkit_path_build(clkit_context *ctx, clkit_path path, clkit_family family,
+                              clkit_path_build_fn build, const void *arg, cl_kernel *k);
 
 /* ---- programs (program.c) ---- */
 /* Kernel `name` from cl/`file` built with `options` (plus the device's base options):
@@ -131,15 +158,16 @@ clkit_status clkit_matmul_epilogue_run(clkit_context *ctx, const clkit_tensor *a
                                        const clkit_matmul_epilogue *e);
 
 /* Whether `config` names a tensor-core tile that 16-bit operands of dtype dt can take on
-   this device (operand alignment aside, which clkit_matmul_epilogue_run checks). */
+   this device for the fused epilogues (operand alignment aside, which
+   clkit_matmul_epilogue_run checks). The epilogues' fast paths are cross-entropy's. */
 bool clkit_matmul_tile_legal(const clkit_context *ctx, clkit_dtype dt, const char *config);
 
 /* Work-groups of the tensor-core tile `config` (dtype dt operands) that the device runs at
    once: a wave, which the TMA's persistent kernel launches and others' grids fill in turn. */
 uint64_t clkit_matmul_resident(const clkit_context *ctx, clkit_dtype dt, const char *config);
 
-/* Whether wgmma tiles load their operands by the TMA on this context. */
-bool clkit_matmul_tma(const clkit_context *ctx);
+/* Whether wgmma tiles of op family fam load their operands by the TMA on this context. */
+bool clkit_matmul_tma(const clkit_context *ctx, clkit_family fam);
 
 /* ---- tensor checks (tensor.c) ---- */
 /* Dtype sets for clkit_check_tensor. */

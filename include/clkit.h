@@ -144,6 +144,22 @@ clkit_status clkit_device_props(const clkit_context *ctx, struct clkit_device_pr
 const char  *clkit_dtype_name(clkit_dtype t);
 size_t       clkit_dtype_size(clkit_dtype t);
 
+/* Vendor fast paths, as bits of clkit_fast_paths. */
+typedef enum clkit_fast_path {
+    CLKIT_FAST_PATH_NV_SHUFFLE = 1 << 0, /* PTX warp shuffles in softmax and layer norm */
+    CLKIT_FAST_PATH_NV_MMA = 1 << 1,     /* tensor cores through mma.sync (sm_80+) */
+    CLKIT_FAST_PATH_NV_WGMMA = 1 << 2,   /* Hopper's wgmma (sm_90) */
+    CLKIT_FAST_PATH_NV_TMA = 1 << 3      /* wgmma tiles loaded by Hopper's TMA */
+} clkit_fast_path;
+
+/* The fast paths the op family `op` ("matmul", "attention", "cross_entropy", "softmax",
+   "layernorm") may take on this context now, as clkit_fast_path bits. The device and the
+   switches (CLKIT_TENSOR_CORES, CLKIT_WGMMA, CLKIT_NV_TMA = 0) set them; a path whose program
+   fails to build is off from then on for the family that built it, and only that one (the
+   call that found it runs on the next path down). Whether a call takes a path also depends
+   on its operands (dtypes, strides, alignment). An unknown family: CLKIT_ERR_INVALID_VALUE. */
+clkit_status clkit_fast_paths(clkit_context *ctx, const char *op, unsigned *paths);
+
 /* Kernel time of everything enqueued between begin and end, from the first kernel's start
    to the last one's end (profiling events). Needs a profiling queue. end waits. */
 clkit_status clkit_profile_begin(clkit_context *ctx);

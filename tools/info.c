@@ -197,6 +197,23 @@ static void print_heuristics(const struct clkit_device_props *dev)
 /* ---- binary cache ---- */
 
 /* Entries and bytes of the binary cache in `path` ("": the cache is off). */
+/* The vendor fast paths each op family may take (clkit_fast_paths): what the device and the
+   switches allow, before any operand's layout has a say. */
+static void print_fast_paths(clkit_context *ctx)
+{
+    static const char *families[] = {"matmul", "attention", "cross_entropy", "softmax", "layernorm"};
+    static const char *names[] = {"PTX shuffles", "mma.sync", "wgmma", "TMA"};
+    printf("\nfast paths (CLKIT_TENSOR_CORES, CLKIT_WGMMA, CLKIT_NV_TMA = 0 turn them off):\n");
+    for (size_t f = 0; f < sizeof families / sizeof *families; f++) {
+        unsigned paths = 0;
+        clkit_fast_paths(ctx, families[f], &paths);
+        printf("  %-14s", families[f]);
+        for (int i = 0; i < 4; i++)
+            if (paths & (1u << i)) printf(" %s", names[i]);
+        printf("%s\n", paths ? "" : " portable only");
+    }
+}
+
 static void print_cache(const char *path)
 {
     if (!*path) {
@@ -365,6 +382,7 @@ int cmd_info(int argc, char **argv)
         clkit_device_props(ctx, &dev);
         print_props(&dev);
         print_heuristics(&dev);
+        print_fast_paths(ctx);
         print_cache(clkit_cache_dir(ctx));
         print_tuned(ctx);
         clkit_context_release(ctx);

@@ -446,7 +446,7 @@ static int mma_choice(const clkit_context *ctx, const problem *p, const clkit_te
 {
     int count = 0;
     for (int i = 0; i < n; i++) on[i] = 0;
-    if (!ctx->props.tensor_cores || ctx->fast_path_failed || p->force) return 0;
+    if (!clkit_path_allowed(ctx, CLKIT_PATH_NV_MMA, CLKIT_FAMILY_ATTENTION) || p->force) return 0;
     for (int i = 0; i < nin; i++)
         if (!mma_view(ins[i])) return 0;
     for (int i = 0; i < n; i++)
@@ -455,8 +455,8 @@ static int mma_choice(const clkit_context *ctx, const problem *p, const clkit_te
 }
 
 /* Builds kernel `name` of the tensor-core program for tiles t. *used stays 1 while it runs:
-   a program that does not build (a driver whose compiler refuses some PTX) turns the fast
-   path off for the context, with a warning, so the portable kernels run instead. */
+   a program that does not build (a driver whose compiler refuses some PTX) turns attention's
+   tensor-core path off (paths.c), so the portable kernels run instead. */
 static clkit_status build_mma(clkit_context *ctx, const problem *p, int bwd, const mma_tiles *t,
                               const char *name, cl_kernel *k, plan *out, int *used)
 {
@@ -465,12 +465,7 @@ static clkit_status build_mma(clkit_context *ctx, const problem *p, int bwd, con
              clkit_dtype_macro(p->dtype), bwd ? "ATTN_BWD" : "ATTN_FWD", (int)p->d, t->bm, t->bn,
              t->warps, t->held_local ? " -D HELD_LOCAL" : "");
     clkit_status s = clkit_get_kernel(ctx, "attention.cl", name, opts, k);
-    if (s == CLKIT_ERR_BUILD) {
-        clkit_log(CLKIT_LOG_WARN, "tensor-core attention failed to build, using the portable "
-                  "kernels: %s", clkit_last_error(ctx));
-        ctx->fast_path_failed = true;
-        clkit_clear_error(ctx);
-    }
+    if (s == CLKIT_ERR_BUILD) clkit_path_failed(ctx, CLKIT_PATH_NV_MMA, CLKIT_FAMILY_ATTENTION);
     if (s || (strcmp(name, "attn_bwd_delta") != 0 &&
               (size_t)(t->warps * 32) > clkit_kernel_wg_limit(ctx, *k))) {
         *used = 0;

@@ -1171,7 +1171,7 @@ clkit_status clkit_linear_cross_entropy(clkit_context *ctx, const clkit_tensor *
     lce unfused = l; /* validated, nothing allocated yet */
     int tile = fused_tile(ctx, l.dt);
     l.fused = tile >= 0, l.tile = tile >= 0 ? tile : 0;
-    l.token_tile = token_tiles[l.fused && clkit_matmul_tma(ctx) ? 0 : 1];
+    l.token_tile = token_tiles[l.fused && clkit_matmul_tma(ctx, CLKIT_FAMILY_CROSS_ENTROPY) ? 0 : 1];
     l.token_tile_ok = l.fused && tile_legal(ctx, l.dt, l.token_tile);
     s = run_linear(ctx, &l, targets, loss);
     release_lce(ctx, &l);

@@ -190,30 +190,26 @@ static bool lines_aligned(const line_view *v, const clkit_tensor *const *ts, int
     return true;
 }
 
-static clkit_status build(clkit_context *ctx, const ln_plan *plan, clkit_dtype dtype,
-                          bool backward, bool portable, cl_kernel *k)
+typedef struct build_arg {
+    const ln_plan *plan;
+    clkit_dtype dtype;
+    bool backward;
+} build_arg;
+
+/* The NVIDIA build reduces with inline PTX shuffles; LN_PORTABLE (or any other device) without
+   them. clkit_path_build decides which. */
+static clkit_status build(clkit_context *ctx, const void *arg, bool portable, cl_kernel *k)
 {
     static const char *names[2][2] = {{"layernorm_fwd", "layernorm_fwd_loop"},
                                       {"layernorm_bwd", "layernorm_bwd_loop"}};
+    const build_arg *b = arg;
+    const ln_plan *plan = b->plan;
     char opts[224];
     snprintf(opts, sizeof opts,
              "%s -D TEAM=%u -D ROWS=%u -D ITEMS=%u -D VEC=%u -D LOOP=%d -D BACKWARD=%d%s%s",
-             clkit_dtype_macro(dtype), plan->team, plan->rows, plan->items, plan->vec, plan->loop,
-             backward, plan->wb_local ? " -D WB_LOCAL" : "", portable ? " -D LN_PORTABLE" : "");
-    return clkit_get_kernel(ctx, "layernorm.cl", names[backward][plan->loop], opts, k);
-}
-
-/* The NVIDIA build carries inline PTX; should the driver refuse it, the portable reductions
-   still run. */
-static clkit_status build_with_fallback(clkit_context *ctx, const ln_plan *plan,
-                                        clkit_dtype dtype, bool backward, cl_kernel *k)
-{
-    clkit_status s = build(ctx, plan, dtype, backward, false, k);
-    if (s != CLKIT_ERR_BUILD || !ctx->props.nv_cc_major) return s;
-    clkit_log(CLKIT_LOG_WARN, "layernorm: the warp-shuffle build failed, using the portable "
-              "path: %s", clkit_last_error(ctx));
-    clkit_clear_error(ctx);
-    return build(ctx, plan, dtype, backward, true, k);
+             clkit_dtype_macro(b->dtype), plan->team, plan->rows, plan->items, plan->vec, plan->loop,
+             b->backward, plan->wb_local ? " -D WB_LOCAL" : "", portable ? " -D LN_PORTABLE" : "");
+    return clkit_get_kernel(ctx, "layernorm.cl", names[b->backward][plan->loop], opts, k);
 }
 
 /* Builds the planned kernel; when the built kernel cannot run the planned work-group,
@@ -224,7 +220,8 @@ static clkit_status plan_kernel(clkit_context *ctx, int64_t n, unsigned vec, int
     uint64_t span = (uint64_t)n + (uint64_t)phase;
     *plan = make_plan(&ctx->props, span, vec, 0, backward);
     for (;;) {
-        clkit_status s = build_with_fallback(ctx, plan, dtype, backward, k);
+        build_arg arg = {plan, dtype, backward};
+        clkit_status s = clkit_path_build(ctx, CLKIT_PATH_NV_SHUFFLE, CLKIT_FAMILY_LAYERNORM, build, &arg, k);
         if (s) return s;
         size_t wg = (size_t)plan->team * plan->rows, limit = clkit_kernel_wg_limit(ctx, *k);
         if (wg <= limit) return CLKIT_OK;

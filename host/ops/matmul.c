@@ -23,6 +23,7 @@ typedef struct problem {
     int tf32; /* f32 operands the caller lets the tensor cores round to TF32 */
     int exact; /* f32 operands the caller keeps off the tensor cores */
     int tma; /* a wgmma tile loads both operands by the TMA */
+    clkit_family fam; /* whose fast paths these are: matmul's, or the fused epilogues' op */
 } problem;
 
 clkit_matmul_options clkit_matmul_defaults(void)
@@ -94,7 +95,7 @@ static int mma_operand(int64_t unit_stride, int64_t unit_size, int64_t other, in
 
 static int mma_operands(const clkit_context *ctx, const problem *p)
 {
-    if (!ctx->props.tensor_cores || ctx->fast_path_failed || p->exact) return 0;
+    if (!clkit_path_allowed(ctx, CLKIT_PATH_NV_MMA, p->fam) || p->exact) return 0;
     int64_t chunk = 16 / (int64_t)clkit_dtype_size(p->a->dtype);
     int a_kmajor = p->as[1] != 1, b_nmajor = p->bs[1] != 1;
     int a = a_kmajor ? mma_operand(p->as[2], p->k, p->as[1], p->as[0], p->a_off, chunk)
@@ -104,15 +105,23 @@ static int mma_operands(const clkit_context *ctx, const problem *p)
     return a && b;
 }
 
-/* Whether operands the tensor cores take (mma) may run on Hopper's wgmma: 16-bit, on a device
-   whose wgmma programs build. */
-static int wgmma_allowed(const clkit_context *ctx, int mma, clkit_dtype dt)
+/* Whether operands the tensor cores take (mma) may run on Hopper's wgmma: 16-bit, where the
+   wgmma path is allowed. */
+static int wgmma_allowed(const clkit_context *ctx, const problem *p)
 {
-    return mma && ctx->props.wgmma && !ctx->wgmma_failed && dt != CLKIT_F32;
+    return p->mma && clkit_path_allowed(ctx, CLKIT_PATH_NV_WGMMA, p->fam) && p->a->dtype != CLKIT_F32;
+}
+
+/* The fast paths these operands may take now (again after a path failed to build). */
+static void choose_paths(const clkit_context *ctx, problem *p)
+{
+    p->mma = mma_operands(ctx, p);
+    p->wgmma = wgmma_allowed(ctx, p);
 }
 
 static clkit_status validate(clkit_context *ctx, const clkit_tensor *a, const clkit_tensor *b,
-                             const clkit_tensor *c, const clkit_matmul_options *opt, problem *p)
+                             const clkit_tensor *c, const clkit_matmul_options *opt,
+                             clkit_family fam, problem *p)
 {
     clkit_status s;
     if ((s = clkit_check_tensor(ctx, a, "A", 2, 3, CLKIT_DT_FLOAT)) ||
@@ -121,6 +130,7 @@ static clkit_status validate(clkit_context *ctx, const clkit_tensor *a, const cl
         return s;
     memset(p, 0, sizeof *p);
     p->a = a, p->b = b, p->c = c;
+    p->fam = fam;
     p->opt = opt ? *opt : clkit_matmul_defaults();
     if ((s = check_dtypes(ctx, p)) || (s = check_shapes(ctx, p)) ||
         (s = clkit_check_output(ctx, c, "C")) ||
@@ -137,8 +147,7 @@ static clkit_status validate(clkit_context *ctx, const clkit_tensor *a, const cl
         return clkit_fail(ctx, CLKIT_ERR_INVALID_VALUE, "allow_tf32 and exact_f32 exclude each other");
     p->tf32 = a->dtype == CLKIT_F32 && o->allow_tf32;
     p->exact = a->dtype == CLKIT_F32 && o->exact_f32;
-    p->mma = mma_operands(ctx, p);
-    p->wgmma = wgmma_allowed(ctx, p->mma, a->dtype);
+    choose_paths(ctx, p);
     return CLKIT_OK;
 }
 
@@ -575,9 +584,9 @@ static void build_options(const problem *pr, const clkit_config *c, char *buf, s
              a_kmajor, b_nmajor, va, vb);
 }
 
-bool clkit_matmul_tma(const clkit_context *ctx)
+bool clkit_matmul_tma(const clkit_context *ctx, clkit_family fam)
 {
-    return ctx->props.tma && !ctx->wgmma_failed && !ctx->tma_off;
+    return clkit_path_allowed(ctx, CLKIT_PATH_NV_TMA, fam);
 }
 
 /* The TMA takes strides below 2^40 bytes (and the kernel builds its tensor maps from them). */
@@ -589,7 +598,7 @@ static int tma_strides(const int64_t *s)
 /* Sets pr->tma where c is a wgmma tile and the TMA can read both operands. */
 static void tma_prepare(const clkit_context *ctx, problem *pr, const clkit_config *c)
 {
-    pr->tma = cfg(c, "WGMMA") && clkit_matmul_tma(ctx) && tma_strides(pr->as) && tma_strides(pr->bs);
+    pr->tma = cfg(c, "WGMMA") && clkit_matmul_tma(ctx, pr->fam) && tma_strides(pr->as) && tma_strides(pr->bs);
 }
 
 /* The context's 256 bytes where a TMA kernel's work-groups publish its two tensor maps (the
@@ -632,7 +641,6 @@ static clkit_status set_all_operands(clkit_context *ctx, cl_kernel k, const prob
 
 static clkit_status launch_clkit(clkit_context *ctx, const problem *pr, const clkit_config *c,
                                  const clkit_tensor *out);
-
 /* Work-groups of a tensor-core tile that the device holds at once: on each compute unit as
    many rings as its local memory takes (at most 2048 work-items, as on sm_80 and sm_90), at
    least one. */
@@ -674,32 +682,25 @@ static clkit_status launch_tiles(clkit_context *ctx, cl_kernel k, const problem 
     return clkit_launch(ctx, k, 2, global, local);
 }
 
-/* A tensor-core program that does not build (a driver whose compiler refuses some PTX) turns
-   that path off for this context: a wgmma program leaves mma.sync, an mma.sync program the
-   portable kernels, and the call runs on what is left. */
-static clkit_status fall_back(clkit_context *ctx, const problem *pr, const clkit_config *failed,
-                              const clkit_tensor *out)
+/* The fast path a tensor-core program of config c takes: TMA loads, else wgmma, else mma.sync. */
+static clkit_path mma_path(const problem *pr, const clkit_config *c)
 {
-    int wg = cfg(failed, "WGMMA");
-    clkit_log(CLKIT_LOG_WARN, "tensor-core matmul (%s) failed to build, using %s: %s",
-              wg ? "wgmma" : "mma.sync", wg ? "mma.sync" : "the portable kernels", clkit_last_error(ctx));
-    *(wg ? &ctx->wgmma_failed : &ctx->fast_path_failed) = true;
-    clkit_clear_error(ctx);
-    problem rest = *pr;
-    rest.wgmma = 0;
-    rest.mma = wg && pr->mma;
-    clkit_config c = heuristic_config(&ctx->props, &rest);
-    return launch_clkit(ctx, &rest, &c, out);
+    return pr->tma ? CLKIT_PATH_NV_TMA : cfg(c, "WGMMA") ? CLKIT_PATH_NV_WGMMA : CLKIT_PATH_NV_MMA;
 }
 
-/* A TMA program that does not build leaves the TMA off for this context: cp.async from now,
-   for the call that found it too. */
-static void tma_build_failed(clkit_context *ctx)
+/* A tensor-core program that does not build (a driver whose compiler refuses some PTX): its
+   path goes off for this op family, and the call plans again on what the paths module leaves
+   it. A TMA program keeps its tile, loaded by cp.async. */
+static clkit_status fall_back(clkit_context *ctx, const problem *tried, const clkit_config *c,
+                              const clkit_tensor *out)
 {
-    clkit_log(CLKIT_LOG_WARN, "matmul with TMA loads failed to build, using cp.async: %s",
-              clkit_last_error(ctx));
-    ctx->tma_off = true;
-    clkit_clear_error(ctx);
+    clkit_path_failed(ctx, mma_path(tried, c), tried->fam);
+    problem rest = *tried;
+    rest.tma = 0;
+    if (tried->tma) return launch_clkit(ctx, &rest, c, out);
+    choose_paths(ctx, &rest);
+    clkit_config h = heuristic_config(&ctx->props, &rest);
+    return launch_clkit(ctx, &rest, &h, out);
 }
 
 static clkit_status launch_clkit(clkit_context *ctx, const problem *pr, const clkit_config *c,
@@ -714,11 +715,7 @@ static clkit_status launch_clkit(clkit_context *ctx, const problem *pr, const cl
     build_options(&tp, c, opts, sizeof opts);
     cl_kernel k;
     clkit_status s = clkit_get_kernel(ctx, "matmul.cl", names[kernel], opts, &k);
-    if (s == CLKIT_ERR_BUILD && tp.tma) {
-        tma_build_failed(ctx);
-        return launch_clkit(ctx, pr, c, out);
-    }
-    if (s == CLKIT_ERR_BUILD && kernel == KERNEL_MMA) return fall_back(ctx, pr, c, out);
+    if (s == CLKIT_ERR_BUILD && kernel == KERNEL_MMA) return fall_back(ctx, &tp, c, out);
     if (s || (s = set_all_operands(ctx, k, &tp, out, NULL))) return s;
     if (kernel == KERNEL_BLOCKED || kernel == KERNEL_MMA) return launch_tiles(ctx, k, pr, c);
     size_t limit = clkit_kernel_wg_limit(ctx, k);
@@ -864,7 +861,7 @@ clkit_status clkit_matmul(clkit_context *ctx, const clkit_tensor *a, const clkit
     clkit_clear_error(ctx);
     problem pr;
     clkit_config cfg_;
-    clkit_status s = validate(ctx, a, b, c, opt, &pr);
+    clkit_status s = validate(ctx, a, b, c, opt, CLKIT_FAMILY_MATMUL, &pr);
     if (s || pr.m == 0 || pr.n == 0 || pr.batch == 0) return s;
     if ((s = choose(ctx, &pr, &cfg_))) return s;
     return run_config(ctx, &pr, &cfg_, c);
@@ -880,8 +877,8 @@ bool clkit_matmul_tile_legal(const clkit_context *ctx, clkit_dtype dt, const cha
     problem pr;
     memset(&pr, 0, sizeof pr);
     pr.a = &a, pr.b = &a, pr.c = &a;
-    pr.mma = ctx->props.tensor_cores && !ctx->fast_path_failed;
-    pr.wgmma = wgmma_allowed(ctx, pr.mma, dt);
+    pr.fam = CLKIT_FAMILY_CROSS_ENTROPY;
+    choose_paths(ctx, &pr);
     clkit_config c;
     return clkit_config_parse(config, &c) == 0 && cfg(&c, "KERNEL") == KERNEL_MMA &&
            mma_legal(&ctx->props, &pr, &c);
@@ -901,7 +898,7 @@ clkit_status clkit_matmul_epilogue_run(clkit_context *ctx, const clkit_tensor *a
 {
     problem pr;
     clkit_config cf;
-    clkit_status s = validate(ctx, a, b, c, opt, &pr);
+    clkit_status s = validate(ctx, a, b, c, opt, CLKIT_FAMILY_CROSS_ENTROPY, &pr);
     if (s) return s;
     if (!pr.mma)
         return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "%s: the tensor cores cannot take these operands here",
@@ -917,13 +914,9 @@ clkit_status clkit_matmul_epilogue_run(clkit_context *ctx, const clkit_tensor *a
     cl_kernel k;
     cl_uint next;
     s = clkit_get_kernel(ctx, "matmul.cl", "matmul_mma", opts, &k);
-    if (s == CLKIT_ERR_BUILD && pr.tma) {
-        tma_build_failed(ctx);
-        return clkit_matmul_epilogue_run(ctx, a, b, c, opt, e);
-    }
     if (s == CLKIT_ERR_BUILD) {
-        clkit_log(CLKIT_LOG_WARN, "tensor-core matmul failed to build: %s", clkit_last_error(ctx));
-        *(cfg(&cf, "WGMMA") ? &ctx->wgmma_failed : &ctx->fast_path_failed) = true;
+        clkit_path_failed(ctx, mma_path(&pr, &cf), pr.fam);
+        if (pr.tma) return clkit_matmul_epilogue_run(ctx, a, b, c, opt, e);
         return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "%s: the tensor-core program does not build", e->define);
     }
     if (s || (s = set_all_operands(ctx, k, &pr, c, &next))) return s;
@@ -976,7 +969,7 @@ clkit_status clkit_tune_matmul(clkit_context *ctx, const clkit_tensor *a, const 
     if (!ctx) return CLKIT_ERR_NULL_ARGUMENT;
     clkit_clear_error(ctx);
     problem pr;
-    clkit_status s = validate(ctx, a, b, c, opt, &pr);
+    clkit_status s = validate(ctx, a, b, c, opt, CLKIT_FAMILY_MATMUL, &pr);
     if (s || pr.m == 0 || pr.n == 0 || pr.batch == 0) return s;
     if (pr.opt.provider == CLKIT_PROVIDER_CLBLAST || pr.opt.config)
         return clkit_fail(ctx, CLKIT_ERR_INVALID_VALUE, "tuning needs provider AUTO or CLKIT and no config override");

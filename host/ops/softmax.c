@@ -45,28 +45,23 @@ static int64_t row_span(const layout *l, unsigned vec)
     return l->n + (aligned ? 0 : vec - 1);
 }
 
-static clkit_status build(clkit_context *ctx, const clkit_softmax_plan *plan, clkit_dtype dtype,
-                          bool portable, cl_kernel *k)
+typedef struct build_arg {
+    const clkit_softmax_plan *plan;
+    clkit_dtype dtype;
+} build_arg;
+
+/* The NVIDIA build reduces with inline PTX shuffles; SOFTMAX_PORTABLE (or any other device)
+   without them. clkit_path_build decides which. */
+static clkit_status build(clkit_context *ctx, const void *arg, bool portable, cl_kernel *k)
 {
+    const build_arg *b = arg;
+    const clkit_softmax_plan *plan = b->plan;
     char opts[192];
     snprintf(opts, sizeof opts, "%s -D TEAM=%u -D ROWS=%u -D ITEMS=%u -D VEC=%u -D ONLINE=%d%s",
-             clkit_dtype_macro(dtype), plan->team, plan->rows, plan->items, plan->vec,
+             clkit_dtype_macro(b->dtype), plan->team, plan->rows, plan->items, plan->vec,
              plan->online, portable ? " -D SOFTMAX_PORTABLE" : "");
     return clkit_get_kernel(ctx, "softmax.cl", plan->online ? "softmax_online" : "softmax_rows",
                             opts, k);
-}
-
-/* The NVIDIA build carries inline PTX; should the driver refuse it, the portable
-   reductions still run. */
-static clkit_status build_with_fallback(clkit_context *ctx, const clkit_softmax_plan *plan,
-                                        clkit_dtype dtype, cl_kernel *k)
-{
-    clkit_status s = build(ctx, plan, dtype, false, k);
-    if (s != CLKIT_ERR_BUILD || !ctx->props.nv_cc_major) return s;
-    clkit_log(CLKIT_LOG_WARN, "softmax: the warp-shuffle build failed, using the portable path: %s",
-              clkit_last_error(ctx));
-    clkit_clear_error(ctx);
-    return build(ctx, plan, dtype, true, k);
 }
 
 /* Builds the planned kernel; when the built kernel cannot run the planned work-group,
@@ -78,7 +73,8 @@ static clkit_status plan_kernel(clkit_context *ctx, const layout *l, clkit_dtype
     int64_t span = row_span(l, vec);
     *plan = clkit_softmax_heuristic(&ctx->props, span, vec, 0);
     for (;;) {
-        clkit_status s = build_with_fallback(ctx, plan, dtype, k);
+        build_arg arg = {plan, dtype};
+        clkit_status s = clkit_path_build(ctx, CLKIT_PATH_NV_SHUFFLE, CLKIT_FAMILY_SOFTMAX, build, &arg, k);
         if (s) return s;
         size_t wg = (size_t)plan->team * plan->rows, limit = clkit_kernel_wg_limit(ctx, *k);
         if (wg <= limit) return CLKIT_OK;

@@ -1,0 +1,108 @@
+/* Vendor fast paths: one place decides which a call may take.
+
+   A path is on for a context when the device can run it and no environment switch turns it
+   off; paths nest (the TMA loads wgmma's tiles, wgmma is a kind of tensor-core tile), so one
+   that is off takes the paths that need it along. A program of a path that fails to build
+   (a driver whose compiler refuses some PTX) turns that path off for the op family that
+   built it, and for no other: matmul keeps its tensor cores when attention's tensor-core
+   program is what the driver refused. The op then plans again, and asking here gives it the
+   next path down the chain:
+
+     wgmma -> mma.sync -> portable kernels     TMA loads -> cp.async     PTX shuffles -> portable
+
+   The public clkit_device_props still report the switches (tensor_cores, wgmma, tma) as the
+   device and environment set them; clkit_fast_paths reports what an op family may take now. */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const struct {
+    const char *name, *fallback, *env; /* env: a switch that turns the path off with "0" */
+    int needs;                         /* the path this one nests in; -1: none */
+} paths[CLKIT_PATH_COUNT] = {
+    [CLKIT_PATH_NV_SHUFFLE] = {"PTX warp shuffles", "the portable reductions", NULL, -1},
+    [CLKIT_PATH_NV_MMA] = {"tensor cores (mma.sync)", "the portable kernels", "CLKIT_TENSOR_CORES", -1},
+    [CLKIT_PATH_NV_WGMMA] = {"wgmma", "mma.sync", "CLKIT_WGMMA", CLKIT_PATH_NV_MMA},
+    [CLKIT_PATH_NV_TMA] = {"TMA loads", "cp.async", "CLKIT_NV_TMA", CLKIT_PATH_NV_WGMMA},
+};
+
+static const char *families[CLKIT_FAMILY_COUNT] = {
+    [CLKIT_FAMILY_MATMUL] = "matmul",
+    [CLKIT_FAMILY_ATTENTION] = "attention",
+    [CLKIT_FAMILY_CROSS_ENTROPY] = "cross_entropy",
+    [CLKIT_FAMILY_SOFTMAX] = "softmax",
+    [CLKIT_FAMILY_LAYERNORM] = "layernorm",
+};
+
+static bool switched_off(const char *env)
+{
+    const char *v = env ? getenv(env) : NULL;
+    return v && strcmp(v, "0") == 0;
+}
+
+/* What the device can run: PTX on any NVIDIA device, mma.sync from sm_80, wgmma and the TMA
+   on sm_90 exactly (sm_90a PTX runs nowhere else). */
+static bool capable(const struct clkit_device_props *p, clkit_path path)
+{
+    switch (path) {
+    case CLKIT_PATH_NV_SHUFFLE: return p->nv_cc_major > 0;
+    case CLKIT_PATH_NV_MMA: return p->nv_cc_major >= 8;
+    case CLKIT_PATH_NV_WGMMA:
+    case CLKIT_PATH_NV_TMA: return p->nv_cc_major == 9 && p->nv_cc_minor == 0;
+    default: return false;
+    }
+}
+
+void clkit_paths_init(clkit_context *ctx)
+{
+    struct clkit_device_props *p = &ctx->props;
+    for (int i = 0; i < CLKIT_PATH_COUNT; i++) {
+        int up = paths[i].needs; /* each path is listed after the one it needs */
+        ctx->path_on[i] = capable(p, (clkit_path)i) && !switched_off(paths[i].env) && (up < 0 || ctx->path_on[up]);
+    }
+    memset(ctx->path_failed, 0, sizeof ctx->path_failed);
+    p->tensor_cores = ctx->path_on[CLKIT_PATH_NV_MMA];
+    p->wgmma = ctx->path_on[CLKIT_PATH_NV_WGMMA];
+    p->tma = ctx->path_on[CLKIT_PATH_NV_TMA];
+}
+
+bool clkit_path_allowed(const clkit_context *ctx, clkit_path path, clkit_family family)
+{
+    for (int i = (int)path; i >= 0; i = paths[i].needs)
+        if (!ctx->path_on[i] || ctx->path_failed[i][family]) return false;
+    return true;
+}
+
+void clkit_path_failed(clkit_context *ctx, clkit_path path, clkit_family family)
+{
+    clkit_log(CLKIT_LOG_WARN, "%s: the %s program failed to build; %s from now on: %s",
+              families[family], paths[path].name, paths[path].fallback, clkit_last_error(ctx));
+    ctx->path_failed[path][family] = true;
+    clkit_clear_error(ctx);
+}
+
+clkit_status clkit_fast_paths(clkit_context *ctx, const char *op, unsigned *out)
+{
+    if (!ctx || !op || !out) return CLKIT_ERR_NULL_ARGUMENT;
+    for (int f = 0; f < CLKIT_FAMILY_COUNT; f++) {
+        if (strcmp(op, families[f]) != 0) continue;
+        *out = 0;
+        for (int i = 0; i < CLKIT_PATH_COUNT; i++)
+            if (clkit_path_allowed(ctx, (clkit_path)i, (clkit_family)f)) *out |= 1u << i;
+        clkit_clear_error(ctx);
+        return CLKIT_OK;
+    }
+    return clkit_fail(ctx, CLKIT_ERR_INVALID_VALUE,
+                      "unknown op family '%s' (matmul, attention, cross_entropy, softmax, layernorm)", op);
+}
+
+clkit_status clkit_path_build(clkit_context *ctx, clkit_path path, clkit_family family,
+                              clkit_path_build_fn build, const void *arg, cl_kernel *k)
+{
+    bool without = ctx->path_on[path] && !clkit_path_allowed(ctx, path, family);
+    clkit_status s = build(ctx, arg, without, k);
+    if (s != CLKIT_ERR_BUILD || without || !ctx->path_on[path]) return s;
+    clkit_path_failed(ctx, path, family);
+    return build(ctx, arg, true, k);
+}

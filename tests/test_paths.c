@@ -1,0 +1,216 @@
+/* Vendor fast paths (host/paths.c through clkit_fast_paths): what each op family may take,
+   the environment switches, and a forced build failure of one family's fast path, which
+   leaves every other family on its paths and still gives right answers. On a device without
+   fast paths (PoCL) the families report none and the same calls must still be right. */
+#define _GNU_SOURCE
+#include "util.h"
+
+#include <ftw.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *families[] = {"matmul", "attention", "cross_entropy", "softmax", "layernorm"};
+#define NFAMILIES (sizeof families / sizeof *families)
+
+static unsigned paths_of(clkit_context *ctx, const char *family)
+{
+    unsigned p = 0;
+    TU_CHECK(clkit_fast_paths(ctx, family, &p));
+    return p;
+}
+
+/* The paths the device and the switches allow, as clkit_device_props reports them. */
+static unsigned device_paths(const struct clkit_device_props *p)
+{
+    return (p->nv_cc_major ? CLKIT_FAST_PATH_NV_SHUFFLE : 0u) | (p->tensor_cores ? CLKIT_FAST_PATH_NV_MMA : 0u) |
+           (p->wgmma ? CLKIT_FAST_PATH_NV_WGMMA : 0u) | (p->tma ? CLKIT_FAST_PATH_NV_TMA : 0u);
+}
+
+START_TEST(queries)
+{
+    clkit_context *ctx = tu_ctx();
+    struct clkit_device_props props;
+    TU_CHECK(clkit_device_props(ctx, &props));
+    for (size_t f = 0; f < NFAMILIES; f++) ck_assert_uint_eq(paths_of(ctx, families[f]), device_paths(&props));
+    unsigned p = 7;
+    TU_EXPECT(CLKIT_ERR_INVALID_VALUE, clkit_fast_paths(ctx, "no-such-op", &p));
+    ck_assert_uint_eq(p, 7);
+    TU_EXPECT(CLKIT_ERR_NULL_ARGUMENT, clkit_fast_paths(ctx, NULL, &p));
+    TU_EXPECT(CLKIT_ERR_NULL_ARGUMENT, clkit_fast_paths(ctx, "matmul", NULL));
+    ck_assert_int_eq(clkit_fast_paths(NULL, "matmul", &p), CLKIT_ERR_NULL_ARGUMENT);
+    clkit_context_release(ctx);
+}
+END_TEST
+
+/* Each switch turns off its path and the paths nested in it, in every family. */
+START_TEST(switches)
+{
+    static const struct {
+        const char *env;
+        unsigned off;
+    } cases[] = {
+        {"CLKIT_TENSOR_CORES", CLKIT_FAST_PATH_NV_MMA | CLKIT_FAST_PATH_NV_WGMMA | CLKIT_FAST_PATH_NV_TMA},
+        {"CLKIT_WGMMA", CLKIT_FAST_PATH_NV_WGMMA | CLKIT_FAST_PATH_NV_TMA},
+        {"CLKIT_NV_TMA", CLKIT_FAST_PATH_NV_TMA},
+    };
+    clkit_context *ctx = tu_ctx();
+    unsigned all = paths_of(ctx, "matmul");
+    clkit_context_release(ctx);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        setenv(cases[i].env, "0", 1);
+        ctx = tu_ctx();
+        for (size_t f = 0; f < NFAMILIES; f++)
+            ck_assert_msg(paths_of(ctx, families[f]) == (all & ~cases[i].off), "%s=0: %s has paths %#x",
+                          cases[i].env, families[f], paths_of(ctx, families[f]));
+        clkit_context_release(ctx);
+        unsetenv(cases[i].env);
+    }
+}
+END_TEST
+
+/* ---- a forced build failure ---- */
+
+typedef struct clkit_embedded_source {
+    const char *name;
+    const char *text;
+} clkit_embedded_source;
+extern const clkit_embedded_source clkit_embedded_sources[];
+
+/* Put at the top of a source: an error in exactly the builds that take one fast path. */
+static const struct {
+    const char *file, *guard;
+} breaks[] = {
+    {"attention.cl", "defined(WARPS)"},                                     /* tensor-core attention */
+    {"softmax.cl", "defined(CLKIT_NV_SM) && !defined(SOFTMAX_PORTABLE)"},   /* softmax's shuffles */
+    {"matmul.cl", "defined(TMA)"},                                          /* matmul's TMA loads */
+};
+
+static void write_broken_sources(const char *dir)
+{
+    for (const clkit_embedded_source *s = clkit_embedded_sources; s->name; s++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", dir, s->name);
+        FILE *f = fopen(path, "w");
+        ck_assert_msg(f != NULL, "cannot write %s", path);
+        for (size_t i = 0; i < sizeof breaks / sizeof *breaks; i++)
+            if (!strcmp(s->name, breaks[i].file))
+                fprintf(f, "#if %s\n#error \"forced: this fast path does not build\"\n#endif\n", breaks[i].guard);
+        fputs(s->text, f);
+        ck_assert_int_eq(fclose(f), 0);
+    }
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *f)
+{
+    (void)st, (void)flag, (void)f;
+    return remove(path);
+}
+
+static cl_mem random_buffer(clkit_context *ctx, clkit_dtype dt, size_t n, double *host, uint64_t seed)
+{
+    ref_fill_random(host, n, dt, -1, 1, seed);
+    return tu_buffer(ctx, dt, n, host);
+}
+
+static void check_attention(clkit_context *ctx)
+{
+    enum { B = 1, H = 2, L = 64, D = 64, N = B * H * L * D };
+    double *q = malloc(3 * N * sizeof *q), *k = q + N, *v = k + N, o[N], want[N];
+    cl_mem bq = random_buffer(ctx, CLKIT_F16, N, q, 1), bk = random_buffer(ctx, CLKIT_F16, N, k, 2);
+    cl_mem bv = random_buffer(ctx, CLKIT_F16, N, v, 3), bo = tu_buffer(ctx, CLKIT_F16, N, NULL);
+    int64_t shape[4] = {B, H, L, D};
+    clkit_tensor tq = clkit_tensor_contiguous(bq, CLKIT_F16, 4, shape), tk = clkit_tensor_contiguous(bk, CLKIT_F16, 4, shape);
+    clkit_tensor tv = clkit_tensor_contiguous(bv, CLKIT_F16, 4, shape), to = clkit_tensor_contiguous(bo, CLKIT_F16, 4, shape);
+    clkit_attention_options opt = {1, 0};
+    TU_CHECK(clkit_attention_forward(ctx, &tq, &tk, &tv, &opt, &to, NULL));
+    tu_read(ctx, bo, CLKIT_F16, N, o);
+    ref_attention_dims dims = {B, H, H, L, L, D, 1, 1.0 / sqrt((double)D)};
+    ref_attention_forward(&dims, q, k, v, want, NULL);
+    tu_assert_close(o, want, N, 4e-3, 4e-3, "attention f16 after its tensor-core build failed");
+    clReleaseMemObject(bq), clReleaseMemObject(bk), clReleaseMemObject(bv), clReleaseMemObject(bo);
+    free(q);
+}
+
+static void check_softmax(clkit_context *ctx)
+{
+    enum { M = 64, NC = 300, N = M * NC };
+    double *x = malloc(2 * N * sizeof *x), *got = x + N, want[N];
+    cl_mem bx = random_buffer(ctx, CLKIT_F32, N, x, 4), by = tu_buffer(ctx, CLKIT_F32, N, NULL);
+    int64_t shape[2] = {M, NC};
+    clkit_tensor tx = clkit_tensor_contiguous(bx, CLKIT_F32, 2, shape), ty = clkit_tensor_contiguous(by, CLKIT_F32, 2, shape);
+    TU_CHECK(clkit_softmax(ctx, &tx, &ty));
+    tu_read(ctx, by, CLKIT_F32, N, got);
+    ref_softmax(x, want, M, NC);
+    tu_assert_close(got, want, N, 1e-7, 1e-5, "softmax after its shuffle build failed");
+    clReleaseMemObject(bx), clReleaseMemObject(by);
+    free(x);
+}
+
+/* f16 matmul, on a wgmma tile with TMA loads where the device has them. */
+static void check_matmul(clkit_context *ctx, int tma)
+{
+    enum { S = 256, N = S * S };
+    double *a = malloc(4 * N * sizeof *a), *b = a + N, *got = b + N, *want = got + N;
+    cl_mem ba = random_buffer(ctx, CLKIT_F16, N, a, 5), bb = random_buffer(ctx, CLKIT_F16, N, b, 6);
+    cl_mem bc = tu_buffer(ctx, CLKIT_F32, N, NULL);
+    int64_t shape[2] = {S, S};
+    clkit_tensor ta = clkit_tensor_contiguous(ba, CLKIT_F16, 2, shape), tb = clkit_tensor_contiguous(bb, CLKIT_F16, 2, shape);
+    clkit_tensor tc = clkit_tensor_contiguous(bc, CLKIT_F32, 2, shape);
+    clkit_matmul_options o = clkit_matmul_defaults();
+    if (tma) o.config = "KERNEL=4,WGMMA=1,BLOCK_M=128,BLOCK_N=128,BLOCK_K=64,WARPS_M=8,WARPS_N=1,STAGES=4,GROUP_M=8";
+    TU_CHECK(clkit_matmul(ctx, &ta, &tb, &tc, &o));
+    tu_read(ctx, bc, CLKIT_F32, N, got);
+    ref_matrix ra = {a, {0, S, 1}}, rb = {b, {0, S, 1}}, rc = {want, {0, S, 1}};
+    ref_matmul(&ra, &rb, &rc, 1, S, S, S, 1, 0, 0, 0, NULL);
+    tu_assert_close(got, want, N, 1e-4, 1e-5, "matmul f16 after its TMA build failed");
+    clReleaseMemObject(ba), clReleaseMemObject(bb), clReleaseMemObject(bc);
+    free(a);
+}
+
+START_TEST(one_family_fails_alone)
+{
+    char kdir[] = "/tmp/clkit-paths-XXXXXX", cdir[] = "/tmp/clkit-pcache-XXXXXX";
+    ck_assert(mkdtemp(kdir) != NULL && mkdtemp(cdir) != NULL);
+    write_broken_sources(kdir);
+    setenv("CLKIT_KERNEL_DIR", kdir, 1);
+    setenv("CLKIT_CACHE_DIR", cdir, 1);
+    clkit_context *ctx = tu_ctx();
+    unsigned all = paths_of(ctx, "matmul");
+    check_attention(ctx);
+    check_softmax(ctx);
+    check_matmul(ctx, (all & CLKIT_FAST_PATH_NV_TMA) != 0);
+    struct {
+        const char *family;
+        unsigned lost;
+    } want[] = {
+        {"attention", CLKIT_FAST_PATH_NV_MMA | CLKIT_FAST_PATH_NV_WGMMA | CLKIT_FAST_PATH_NV_TMA},
+        {"softmax", CLKIT_FAST_PATH_NV_SHUFFLE},
+        {"matmul", CLKIT_FAST_PATH_NV_TMA},
+        {"layernorm", 0},
+        {"cross_entropy", 0},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        ck_assert_msg(paths_of(ctx, want[i].family) == (all & ~want[i].lost), "%s: paths %#x, expected %#x",
+                      want[i].family, paths_of(ctx, want[i].family), all & ~want[i].lost);
+    /* The paths stay off for the failing families: the next calls run (and are right) too. */
+    check_attention(ctx);
+    check_softmax(ctx);
+    clkit_context_release(ctx);
+    unsetenv("CLKIT_KERNEL_DIR");
+    nftw(kdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    nftw(cdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("paths");
+    TCase *tc = tu_tcase("paths");
+    tcase_add_test(tc, queries);
+    tcase_add_test(tc, switches);
+    tcase_add_test(tc, one_family_fails_alone);
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}
