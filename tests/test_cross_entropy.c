@@ -998,18 +998,23 @@ static void mean_vs_sum(const double *mean, const double *sum, const double *mag
 
 /* The mean's gradients are the sum's over the count of tokens not ignored, as accurate at any
    T (the 16-bit dlogits used to be stored after the 1 / T, where p / T of f16 sank into
-   subnormals: 3 % off at T 8192). f16 and bf16, T 64, 2048 (every 7th token ignored) and
-   8192: count x mean against the sum, and both against the reference; logits about N(0, 1),
-   as the probe that found it used. D 32 and V 1000 keep it to seconds on PoCL. */
+   subnormals: 3 % off at T 8192). f16 and bf16, T 64, 2048 (every 7th token ignored; also in
+   vocabulary chunks of 256, where the dx sums add up chunk by chunk) and 8192: count x mean
+   against the sum, and both against the reference; logits about N(0, 1), as the probe that
+   found it used. D 32 and V 1000 keep it to seconds on PoCL. */
 START_TEST(linear_mean_vs_sum)
 {
     clkit_context *ctx = tu_ctx();
-    static const int64_t ts[] = {64, 2048, 8192};
+    static const struct {
+        int64_t t;
+        int ignore_every;
+        const char *chunk; /* CLKIT_LCE_CHUNK */
+    } cases[] = {{64, 0, NULL}, {2048, 7, NULL}, {2048, 7, "256"}, {8192, 0, NULL}};
     const int64_t d = 32, v = 1000;
     for (size_t dt = 1; dt < 3; dt++)
-        for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) {
+        for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
             clkit_dtype type = float_dtypes[dt];
-            int64_t t = ts[i];
+            int64_t t = cases[i].t;
             size_t td = (size_t)(t * d), vd = (size_t)(v * d), n = td + vd + (size_t)v;
             double *x = malloc(td * sizeof *x), *w = malloc(vd * sizeof *w), *yd = malloc((size_t)t * sizeof *yd);
             double *want = malloc(2 * n * sizeof *want), *mean = malloc(n * sizeof *mean);
@@ -1018,7 +1023,7 @@ START_TEST(linear_mean_vs_sum)
             ck_assert(x && w && yd && want && mean && sum && y);
             tu_fill_random(x, td, type, -1, 1, (uint64_t)t);
             tu_fill_random(w, vd, type, -3 / sqrt((double)d), 3 / sqrt((double)d), (uint64_t)t + 1);
-            random_targets(y, t, v, i == 1 ? 7 : 0, -100, (uint64_t)t + 2);
+            random_targets(y, t, v, cases[i].ignore_every, -100, (uint64_t)t + 2);
             for (int64_t k = 0; k < t; k++) yd[k] = (double)y[k];
             clkit_cross_entropy_options o = clkit_cross_entropy_defaults();
             o.reduction = CLKIT_REDUCTION_SUM;
@@ -1030,12 +1035,15 @@ START_TEST(linear_mean_vs_sum)
             cl_mem by = tu_buffer(ctx, CLKIT_I64, (size_t)t, yd);
             clkit_tensor tx = clkit_tensor_contiguous(bx, type, 2, xs), tw = clkit_tensor_contiguous(bw, type, 2, ws);
             clkit_tensor ty = clkit_tensor_contiguous(by, CLKIT_I64, 1, &t);
+            if (cases[i].chunk) setenv("CLKIT_LCE_CHUNK", cases[i].chunk, 1);
             lce_grads(ctx, &tx, &tw, &ty, CLKIT_REDUCTION_MEAN, mean);
             lce_grads(ctx, &tx, &tw, &ty, CLKIT_REDUCTION_SUM, sum);
+            unsetenv("CLKIT_LCE_CHUNK");
 
-            char name[128];
-            snprintf(name, sizeof name, "mean vs sum %s T %lld (%lld counted) D %lld V %lld",
-                     clkit_dtype_name(type), (long long)t, (long long)count, (long long)d, (long long)v);
+            char name[160];
+            snprintf(name, sizeof name, "mean vs sum %s T %lld (%lld counted) D %lld V %lld chunk %s",
+                     clkit_dtype_name(type), (long long)t, (long long)count, (long long)d, (long long)v,
+                     cases[i].chunk ? cases[i].chunk : "default");
             static const char *what[] = {"dx", "dweight", "dbias"};
             size_t at[3] = {0, td, td + vd}, len[3] = {td, vd, (size_t)v};
             int64_t terms[3] = {v, t, t};
