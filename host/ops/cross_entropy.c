@@ -176,7 +176,7 @@ typedef struct ce_common {
     scratch tok, ztok;   /* per-token losses and z-losses for mean and sum */
     cl_mem loss, zloss;  /* where the row kernels write them; zloss NULL: not wanted */
     cl_long l_off, l_stride, z_off, z_stride;
-    float grad_scale; /* 1 / count for the mean (0 when count is), else 1 */
+    float grad_scale; /* 1 / count for the mean (0 when no token counts), else 1 */
 } ce_common;
 
 static void set_grad_scale(ce_common *c)
@@ -1135,13 +1135,13 @@ static clkit_status lce_no_tokens(clkit_context *ctx, lce *l, const clkit_tensor
 {
     set_grad_scale(&l->c);
     clkit_status s = reduce_tokens(ctx, loss, &l->c);
-    cl_mem none = l->x->buffer;
+    cl_mem stand_in = l->x->buffer;
     if (!s && l->dw) {
-        clkit_tensor gt = matrix(none, l->dt, 0, l->c.v, 0, 1, 1);
+        clkit_tensor gt = matrix(stand_in, l->dt, 0, l->c.v, 0, 1, 1);
         s = clkit_matmul(ctx, &gt, l->x, l->dw, NULL);
     }
     if (!s && l->db) {
-        clkit_tensor ones = matrix(none, l->dt, 0, 1, 0, 1, 1), g = matrix(none, l->dt, 0, 0, l->c.v, 1, 1);
+        clkit_tensor ones = matrix(stand_in, l->dt, 0, 1, 0, 1, 1), g = matrix(stand_in, l->dt, 0, 0, l->c.v, 1, 1);
         clkit_tensor db = matrix(l->db->buffer, l->dt, (int64_t)(l->db->offset / clkit_dtype_size(l->dt)),
                                  1, l->c.v, 1, l->db->strides[0]);
         s = clkit_matmul(ctx, &ones, &g, &db, NULL);
