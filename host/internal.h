@@ -100,8 +100,6 @@ clkit_status clkit_path_build(clkit_context *ctx, clkit_path path, clkit_family 
 clkit_status clkit_get_kernel(clkit_context *ctx, const char *file, const char *name,
                               const char *options, cl_kernel *kernel);
 void clkit_programs_release(clkit_context *ctx);
-/* The text of cl/`file` with its #include "x.h" lines expanded; caller frees. */
-char *clkit_kernel_source(const char *file);
 /* ptx (NUL-terminated, in a buffer of cap bytes) with the "//@90a " marks of cl/nv_mma.h removed
    and ".target sm_90" made ".target sm_90a", in place; *len becomes its size with the NUL, as
    the driver's binaries count it. Returns 0 when the text has no such target line or the

@@ -210,12 +210,6 @@ static char *kernel_source(const char *file, char *why, size_t n)
     return text;
 }
 
-char *clkit_kernel_source(const char *file)
-{
-    char why[1024];
-    return kernel_source(file, why, sizeof why);
-}
-
 /* ---- disk cache ---- */
 
 char *clkit_default_cache_dir(void)

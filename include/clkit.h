@@ -416,9 +416,12 @@ typedef void (*clkit_tuned_entry_fn)(void *user, const char *op, const char *dty
                                      double ms);
 /* Calls fn for each tuned entry of this context's device. */
 clkit_status clkit_tuned_list(clkit_context *ctx, clkit_tuned_entry_fn fn, void *user);
-/* Writes every tuned entry (all devices) to path, to ship with a deployment. */
+/* Writes every tuned entry (all devices) to path, to ship with a deployment. Malformed entries
+   are skipped with a warning; an unreadable or corrupt tuned.json is CLKIT_ERR_IO. */
 clkit_status clkit_tuned_export(clkit_context *ctx, const char *path);
-/* Merges the entries of an exported file into the cache; entries of the same key are replaced. */
+/* Merges the entries of an exported file into the cache; entries of the same key are replaced,
+   malformed ones skipped with a warning (a file with none usable is CLKIT_ERR_IO). Files are
+   read only when regular and at most 64 MiB. */
 clkit_status clkit_tuned_import(clkit_context *ctx, const char *path);
 
 #if defined(__GNUC__)

@@ -878,7 +878,8 @@ bool clkit_matmul_tile_legal(const clkit_context *ctx, clkit_dtype dt, const cha
     memset(&pr, 0, sizeof pr);
     pr.a = &a, pr.b = &a, pr.c = &a;
     pr.fam = CLKIT_FAMILY_CROSS_ENTROPY;
-    choose_paths(ctx, &pr);
+    pr.mma = clkit_path_allowed(ctx, CLKIT_PATH_NV_MMA, pr.fam); /* no operands to align yet */
+    pr.wgmma = wgmma_allowed(ctx, &pr);
     clkit_config c;
     return clkit_config_parse(config, &c) == 0 && cfg(&c, "KERNEL") == KERNEL_MMA &&
            mma_legal(&ctx->props, &pr, &c);
