@@ -1537,9 +1537,11 @@ static const char *mark_outputs(const fcase *c)
         size_t es = clkit_dtype_size(c->t[i].dtype);
         for (int64_t e = 0; e < numel(&c->t[i]); e++) {
             size_t p = at(c, i, e);
-            if (g_mask[p] & BIT(i)) return "an output element written twice";
-            if (g_mask[p]) return "two outputs overlap";
-            for (size_t b = 0; b < es; b++) g_mask[p + b] |= (uint16_t)BIT(i);
+            for (size_t b = 0; b < es; b++) {
+                if (g_mask[p + b] & BIT(i)) return "an output element written twice";
+                if (g_mask[p + b]) return "two outputs overlap";
+                g_mask[p + b] |= (uint16_t)BIT(i);
+            }
         }
     }
     for (int j = 0; j < c->op->nt; j++) {
