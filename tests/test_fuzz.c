@@ -1924,10 +1924,26 @@ static void query_strings(rng *r)
         ck_assert_msg(clkit_dtype_size((clkit_dtype)v) == 0 || (v >= 0 && v <= CLKIT_I64),
                       "dtype %d has a size", v);
     }
+    ck_assert_ptr_nonnull(clkit_version());
     ck_assert_ptr_nonnull(clkit_last_error(NULL));
     ck_assert_ptr_nonnull(clkit_cache_dir(NULL));
     ck_assert_int_eq((int)clkit_scratch_peak(NULL, 1), 0);
     clkit_context_trim(NULL);
+}
+
+/* Fast-path queries: NULLs, families that do not exist; the real ones answer. */
+static void query_fast_paths(void)
+{
+    static const char *families[] = {"matmul", "attention", "cross_entropy", "softmax", "layernorm"};
+    unsigned paths;
+    expect_fail(NULL, clkit_fast_paths(NULL, "matmul", &paths), "fast_paths(NULL)");
+    expect_fail(g_main.ctx, clkit_fast_paths(g_main.ctx, NULL, &paths), "fast_paths(op NULL)");
+    expect_fail(g_main.ctx, clkit_fast_paths(g_main.ctx, "matmul", NULL), "fast_paths(paths NULL)");
+    static const char *odd[] = {"", "MATMUL", "matmul ", "no-such-op", "\xff"};
+    for (int i = 0; i < 5; i++) expect_fail(g_main.ctx, clkit_fast_paths(g_main.ctx, odd[i], &paths), odd[i]);
+    for (int i = 0; i < 5; i++)
+        ck_assert_msg(clkit_fast_paths(g_main.ctx, families[i], &paths) == CLKIT_OK, "fast_paths(%s): %s",
+                      families[i], clkit_last_error(g_main.ctx));
 }
 
 /* Profiling calls out of order, on a context without a profiling queue. */
@@ -2034,6 +2050,7 @@ START_TEST(queries)
     long before = findings_total();
     query_contexts();
     query_strings(&r);
+    query_fast_paths();
     query_profiling();
     query_tensors(&r);
     query_tuned();
