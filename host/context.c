@@ -316,7 +316,9 @@ static void set_build_base(clkit_context *ctx)
 
 clkit_status clkit_device_props(const clkit_context *ctx, struct clkit_device_props *out)
 {
-    if (!ctx || !out) return CLKIT_ERR_NULL_ARGUMENT;
+    if (!ctx) return CLKIT_ERR_NULL_ARGUMENT;
+    /* The context is the caller's heap object behind a const view: its message may change. */
+    if (!out) return clkit_fail((clkit_context *)ctx, CLKIT_ERR_NULL_ARGUMENT, "out is NULL");
     *out = ctx->props;
     return CLKIT_OK;
 }

@@ -715,8 +715,9 @@ clkit_status clkit_tuned_export(clkit_context *ctx, const char *path)
 
 clkit_status clkit_tuned_list(clkit_context *ctx, clkit_tuned_entry_fn fn, void *user)
 {
-    if (!ctx || !fn) return CLKIT_ERR_NULL_ARGUMENT;
+    if (!ctx) return CLKIT_ERR_NULL_ARGUMENT;
     clkit_clear_error(ctx);
+    if (!fn) return clkit_fail(ctx, CLKIT_ERR_NULL_ARGUMENT, "fn is NULL");
     char dev[400];
     device_id(ctx, dev, sizeof dev);
     entry_table t;

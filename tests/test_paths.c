@@ -59,13 +59,17 @@ START_TEST(switches)
     unsigned all = paths_of(ctx, "matmul");
     clkit_context_release(ctx);
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const char *was = getenv(cases[i].env); /* the caller's own switch stays as it was */
+        char *saved = was ? strdup(was) : NULL;
         setenv(cases[i].env, "0", 1);
         ctx = tu_ctx();
         for (size_t f = 0; f < NFAMILIES; f++)
             ck_assert_msg(paths_of(ctx, families[f]) == (all & ~cases[i].off), "%s=0: %s has paths %#x",
                           cases[i].env, families[f], paths_of(ctx, families[f]));
         clkit_context_release(ctx);
-        unsetenv(cases[i].env);
+        if (saved) setenv(cases[i].env, saved, 1);
+        else unsetenv(cases[i].env);
+        free(saved);
     }
 }
 END_TEST
