@@ -1583,8 +1583,9 @@ static void finding(const fcase *c, int kind, const char *detail)
     __atomic_add_fetch(&g_stats->findings[kind], 1, __ATOMIC_RELAXED);
     char desc[700];
     describe(c, desc, sizeof desc);
-    fprintf(stderr, "fuzz: %s: %s\n  %s\n  repro: CLKIT_FUZZ_SEED=%llu CLKIT_FUZZ_CASES=%ld CLKIT_FUZZ_CASE=%ld\n",
-            finding_names[kind], detail, desc, (unsigned long long)g_env.seed, g_env.cases, c->index);
+    if (c->index < 0) fprintf(stderr, "fuzz: %s: %s\n  %s\n", finding_names[kind], detail, desc);
+    else fprintf(stderr, "fuzz: %s: %s\n  %s\n  repro: CLKIT_FUZZ_SEED=%llu CLKIT_FUZZ_CASES=%ld CLKIT_FUZZ_CASE=%ld\n",
+                 finding_names[kind], detail, desc, (unsigned long long)g_env.seed, g_env.cases, c->index);
     int k = __atomic_fetch_add(&g_stats->nfirst, 1, __ATOMIC_RELAXED);
     if (k < FIRST) snprintf(g_stats->first[k], sizeof g_stats->first[k], "%s: %s: %s", finding_names[kind], detail, desc);
 }
@@ -1869,7 +1870,7 @@ static void expect_fail(clkit_context *ctx, clkit_status s, const char *what)
     fcase c;
     memset(&c, 0, sizeof c);
     static const op query = {.name = "query"};
-    c.op = &query, c.index = -1;
+    c.op = &query, c.index = -1; /* the queries run the same every time */
     snprintf(c.mutations, sizeof c.mutations, " %s", what);
     if (s == CLKIT_OK) finding(&c, F_ACCEPTED, clkit_status_string(s));
     else if ((int)s < 0 || s >= CLKIT_STATUS_COUNT) finding(&c, F_STATUS, "unknown status");
