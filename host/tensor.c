@@ -38,8 +38,8 @@ clkit_tensor clkit_tensor_contiguous(cl_mem buffer, clkit_dtype dtype, int ndim,
     memset(&t, 0, sizeof t);
     t.buffer = buffer;
     t.dtype = dtype;
-    t.ndim = ndim;
-    if (ndim < 1 || ndim > CLKIT_MAX_DIMS || !shape) return t; /* rejected when used */
+    t.ndim = shape ? ndim : 0; /* no shape: 0 dims, which every op rejects */
+    if (ndim < 1 || ndim > CLKIT_MAX_DIMS || !shape) return t;
     /* A stride past INT64_MAX saturates: validation then reports CLKIT_ERR_OVERFLOW instead of
        the product wrapping into a stride that looks legal. */
     int64_t stride = 1;
@@ -85,15 +85,16 @@ static clkit_status check_bounds(clkit_context *ctx, const clkit_tensor *t, cons
     if (err != CL_SUCCESS)
         return clkit_fail(ctx, CLKIT_ERR_NULL_ARGUMENT, "%s: buffer is not a valid cl_mem (%s)",
                           name, clkit_cl_error_name(err));
-    int64_t first = (int64_t)(t->offset / es), lo_b, hi_b;
-    if (t->offset > (size_t)INT64_MAX || __builtin_add_overflow(first, lo, &lo_b) ||
-        __builtin_add_overflow(first, hi, &hi_b) || __builtin_mul_overflow(hi_b + 1, (int64_t)es, &hi_b))
+    /* elements lo_e..hi_e, bytes up to end_b */
+    int64_t first = (int64_t)(t->offset / es), lo_e, hi_e, end_b;
+    if (t->offset > (size_t)INT64_MAX || __builtin_add_overflow(first, lo, &lo_e) ||
+        __builtin_add_overflow(first, hi, &hi_e) || __builtin_add_overflow(hi_e, 1, &end_b) ||
+        __builtin_mul_overflow(end_b, (int64_t)es, &end_b))
         return clkit_fail(ctx, CLKIT_ERR_OVERFLOW, "%s: byte range overflows", name);
-    if (lo_b < 0 || (uint64_t)hi_b > bufsize)
+    if (lo_e < 0 || (uint64_t)end_b > bufsize)
         return clkit_fail(ctx, CLKIT_ERR_OUT_OF_BOUNDS,
                           "%s: view reaches elements %lld..%lld of a %zu-byte buffer of %s", name,
-                          (long long)lo_b, (long long)(hi_b / (int64_t)es - 1), bufsize,
-                          clkit_dtype_name(t->dtype));
+                          (long long)lo_e, (long long)hi_e, bufsize, clkit_dtype_name(t->dtype));
     return CLKIT_OK;
 }
 
@@ -143,8 +144,8 @@ clkit_status clkit_check_output(clkit_context *ctx, const clkit_tensor *out, con
 {
     int64_t st[CLKIT_MAX_DIMS], sh[CLKIT_MAX_DIMS];
     int n = 0;
+    if (clkit_numel(out) == 0) return CLKIT_OK; /* nothing written; its strides were never checked */
     for (int i = 0; i < out->ndim; i++) {
-        if (out->shape[i] == 0) return CLKIT_OK;
         if (out->shape[i] == 1) continue;
         int64_t s = out->strides[i] < 0 ? -out->strides[i] : out->strides[i];
         int j = n++;
@@ -166,10 +167,24 @@ clkit_status clkit_check_output(clkit_context *ctx, const clkit_tensor *out, con
     return CLKIT_OK;
 }
 
-static bool same_view(const clkit_tensor *a, const clkit_tensor *b)
+/* The buffer a cl_mem's bytes belong to and where its own start there: a sub-buffer is a
+   window on its parent, so views through two handles can still share bytes. */
+static cl_mem root_of(cl_mem m, size_t *base)
 {
-    if (a->buffer != b->buffer || a->offset != b->offset || a->dtype != b->dtype ||
-        a->ndim != b->ndim)
+    cl_mem parent = NULL;
+    size_t off = 0;
+    *base = 0;
+    if (clGetMemObjectInfo(m, CL_MEM_ASSOCIATED_MEMOBJECT, sizeof parent, &parent, NULL) != CL_SUCCESS ||
+        !parent || clGetMemObjectInfo(m, CL_MEM_OFFSET, sizeof off, &off, NULL) != CL_SUCCESS)
+        return m;
+    *base = off;
+    return parent; /* OpenCL makes sub-buffers of buffers only: one level */
+}
+
+/* The same elements in the same order, through any handles over the same bytes. */
+static bool same_view(const clkit_tensor *a, size_t a_base, const clkit_tensor *b, size_t b_base)
+{
+    if (a_base + a->offset != b_base + b->offset || a->dtype != b->dtype || a->ndim != b->ndim)
         return false;
     for (int i = 0; i < a->ndim; i++)
         if (a->shape[i] != b->shape[i] || (a->shape[i] > 1 && a->strides[i] != b->strides[i]))
@@ -193,12 +208,14 @@ static void byte_range(const clkit_tensor *t, int64_t *lo, int64_t *hi)
 clkit_status clkit_check_disjoint(clkit_context *ctx, const clkit_tensor *out, const char *on,
                                   const clkit_tensor *in, const char *in_name, bool allow_alias)
 {
-    if (out->buffer != in->buffer || clkit_numel(out) == 0 || clkit_numel(in) == 0)
-        return CLKIT_OK;
-    if (allow_alias && same_view(out, in)) return CLKIT_OK;
+    if (clkit_numel(out) == 0 || clkit_numel(in) == 0) return CLKIT_OK;
+    size_t obase, ibase;
+    if (root_of(out->buffer, &obase) != root_of(in->buffer, &ibase)) return CLKIT_OK;
+    if (allow_alias && same_view(out, obase, in, ibase)) return CLKIT_OK;
     int64_t olo, ohi, ilo, ihi;
     byte_range(out, &olo, &ohi);
     byte_range(in, &ilo, &ihi);
+    olo += (int64_t)obase, ohi += (int64_t)obase, ilo += (int64_t)ibase, ihi += (int64_t)ibase;
     if (ohi <= ilo || ihi <= olo) return CLKIT_OK;
     return clkit_fail(ctx, CLKIT_ERR_OVERLAP,
                       "%s (bytes %lld..%lld) overlaps %s (bytes %lld..%lld) in the same buffer%s",

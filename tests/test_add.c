@@ -107,6 +107,39 @@ START_TEST(in_place)
 }
 END_TEST
 
+/* A sub-buffer is a window on its parent: views through the two handles may share bytes, and
+   the overlap rules see through them (exact in place allowed, any other overlap refused). */
+START_TEST(overlap_through_sub_buffer)
+{
+    clkit_context *ctx = tu_ctx();
+    cl_device_id dev;
+    TU_CHECK(clkit_context_cl(ctx, NULL, NULL, &dev));
+    cl_uint bits = 0;
+    clGetDeviceInfo(dev, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof bits, &bits, NULL);
+    size_t align = bits >= 32 ? bits / 8 : 4, n = align / 4; /* floats in one alignment step */
+    double *v = malloc(4 * n * sizeof *v), *got = malloc(4 * n * sizeof *got);
+    for (size_t i = 0; i < 4 * n; i++) v[i] = (double)i;
+    cl_mem parent = tu_buffer(ctx, CLKIT_F32, 4 * n, v);
+    cl_buffer_region region = {align, 2 * align};
+    cl_int err;
+    cl_mem sub = clCreateSubBuffer(parent, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &region, &err);
+    ck_assert_msg(sub != NULL, "clCreateSubBuffer: %d", err);
+    int64_t shape[1] = {(int64_t)n}, unit[1] = {1};
+    clkit_tensor x = tu_view(sub, CLKIT_F32, 1, shape, unit, 0);
+    clkit_tensor shifted = tu_view(parent, CLKIT_F32, 1, shape, unit, n + 1);
+    TU_EXPECT(CLKIT_ERR_OVERLAP, clkit_add(ctx, &x, &x, &shifted));
+    tu_assert_unchanged(ctx, parent, CLKIT_F32, 4 * n, v);
+    clkit_tensor same = tu_view(parent, CLKIT_F32, 1, shape, unit, n);
+    TU_CHECK(clkit_add(ctx, &x, &x, &same));
+    tu_read(ctx, parent, CLKIT_F32, 4 * n, got);
+    for (size_t i = 0; i < 4 * n; i++)
+        ck_assert_msg(got[i] == (i >= n && i < 2 * n ? 2 * v[i] : v[i]), "element %zu is %g", i, got[i]);
+    clReleaseMemObject(sub), clReleaseMemObject(parent);
+    free(v), free(got);
+    clkit_context_release(ctx);
+}
+END_TEST
+
 START_TEST(bad_input)
 {
     tu_guard guard = tu_guard_begin();
@@ -176,6 +209,7 @@ int main(void)
     tcase_add_test(tc, zero_length_is_noop);
     tcase_add_test(tc, strided_views);
     tcase_add_test(tc, in_place);
+    tcase_add_test(tc, overlap_through_sub_buffer);
     tcase_add_test(tc, bad_input);
     suite_add_tcase(s, tc);
     return tu_run(s);
