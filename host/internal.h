@@ -84,6 +84,9 @@ bool clkit_path_allowed(const clkit_context *ctx, clkit_path path, clkit_family 
    off for that family from now on, with a warning naming what runs instead; the error is
    cleared, so the op can plan again. */
 void clkit_path_failed(clkit_context *ctx, clkit_path path, clkit_family family);
+/* The fallback that a failure sent the call to failed to build as well: the source is what is
+   broken, so the path is on again for the family (the next call with a good source takes it). */
+void clkit_path_acquit(clkit_context *ctx, clkit_path path, clkit_family family);
 /* build(ctx, arg, without, k) makes a kernel whose program uses `path` where the device has it,
    unless `without`. clkit_path_build asks for it with the path while the family may take it,
    and without once a build with it has failed (that failure too), so the op never keeps its

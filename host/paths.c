@@ -97,6 +97,13 @@ clkit_status clkit_fast_paths(clkit_context *ctx, const char *op, unsigned *out)
                       "unknown op family '%s' (matmul, attention, cross_entropy, softmax, layernorm)", op);
 }
 
+void clkit_path_acquit(clkit_context *ctx, clkit_path path, clkit_family family)
+{
+    clkit_log(CLKIT_LOG_INFO, "%s: %s does not build either: the source is broken, not the %s "
+              "path, which stays on", families[family], paths[path].fallback, paths[path].name);
+    ctx->path_failed[path][family] = false;
+}
+
 clkit_status clkit_path_build(clkit_context *ctx, clkit_path path, clkit_family family,
                               clkit_path_build_fn build, const void *arg, cl_kernel *k)
 {
@@ -104,5 +111,7 @@ clkit_status clkit_path_build(clkit_context *ctx, clkit_path path, clkit_family 
     clkit_status s = build(ctx, arg, without, k);
     if (s != CLKIT_ERR_BUILD || without || !ctx->path_on[path]) return s;
     clkit_path_failed(ctx, path, family);
-    return build(ctx, arg, true, k);
+    s = build(ctx, arg, true, k);
+    if (s == CLKIT_ERR_BUILD) clkit_path_acquit(ctx, path, family);
+    return s;
 }

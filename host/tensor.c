@@ -295,6 +295,10 @@ clkit_status clkit_scratch_alloc(clkit_context *ctx, size_t bytes, cl_mem *buffe
 {
     cl_int err = CL_SUCCESS;
     size_t want = bytes ? bytes : 1;
+    *buffer = NULL;
+    if (want > ctx->props.max_alloc) /* drivers refuse it as an invalid size, not as memory */
+        return clkit_fail(ctx, CLKIT_ERR_OUT_OF_MEMORY, "scratch of %zu bytes is past the device's "
+                          "largest allocation (%llu bytes)", want, (unsigned long long)ctx->props.max_alloc);
     *buffer = pool_take(ctx, want);
     if (!*buffer) *buffer = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, want, NULL, &err);
     if (!*buffer) { /* the pool's buffers may be what the device lacks */

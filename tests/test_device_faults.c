@@ -499,17 +499,19 @@ END_TEST
 
 /* Linear cross-entropy keeps a chunk of logits in scratch, T x chunk f32. With the chunk
    forced to the whole vocabulary ($CLKIT_LCE_CHUNK) and x and the weight broadcast (zero row
-   strides: a few bytes stand for T x D and V x D), that is 4 GiB for T 65536 and V 16384, past
-   any CPU device's allocation limit: the call fails with CLKIT_ERR_OUT_OF_MEMORY, names the
+   strides: a few bytes stand for T x D and V x D), that is 4 GiB for T 65536 and V 16384 (V
+   doubled until it is past the device's allocation limit): the call fails with CLKIT_ERR_OUT_OF_MEMORY, names the
    allocation and writes nothing, and the context then runs the call on fewer tokens. */
 START_TEST(scratch_refused)
 {
     clkit_context *ctx = tu_ctx();
     struct clkit_device_props p;
     TU_CHECK(clkit_device_props(ctx, &p));
-    const int64_t t = 65536, v = 16384, d = 16;
-    ck_assert_msg((uint64_t)t * (uint64_t)v * 4 > p.max_alloc, "max_alloc %llu: the case needs a "
-                  "smaller device", (unsigned long long)p.max_alloc);
+    const int64_t t = 65536, d = 16;
+    int64_t v = 16384; /* doubled until the chunk is past this device's limit */
+    while ((uint64_t)t * (uint64_t)v * 4 <= p.max_alloc && v < (INT64_C(1) << 24)) v *= 2;
+    ck_assert_msg((uint64_t)t * (uint64_t)v * 4 > p.max_alloc, "max_alloc %llu: no vocabulary below "
+                  "2^24 needs more", (unsigned long long)p.max_alloc);
     double row[16], *tg = malloc((size_t)t * sizeof *tg);
     ck_assert(tg != NULL);
     tu_fill_random(row, 16, CLKIT_F32, -1, 1, 5);

@@ -484,6 +484,7 @@ static clkit_status choose_kernels(clkit_context *ctx, const problem *p, int bwd
 {
     mma_tiles mt[3];
     int on[3], n_on = mma_choice(ctx, p, ins, nin, kinds, n, mt, on), used = n_on > 0;
+    bool had = clkit_path_allowed(ctx, CLKIT_PATH_NV_MMA, CLKIT_FAMILY_ATTENTION);
     for (int i = 0; i < n && used; i++) {
         clkit_status s = on[i] ? build_mma(ctx, p, bwd, &mt[i], names_mma[i], &ks[i], &out[i], &used)
                                : CLKIT_OK;
@@ -493,6 +494,8 @@ static clkit_status choose_kernels(clkit_context *ctx, const problem *p, int bwd
     cl_kernel portable[3];
     plan chosen;
     clkit_status s = pick_kernels(ctx, p, bwd, names_portable, n, portable, &chosen);
+    if (s == CLKIT_ERR_BUILD && had && !clkit_path_allowed(ctx, CLKIT_PATH_NV_MMA, CLKIT_FAMILY_ATTENTION))
+        clkit_path_acquit(ctx, CLKIT_PATH_NV_MMA, CLKIT_FAMILY_ATTENTION);
     for (int i = 0; i < n && !s; i++)
         if (!used || !on[i]) ks[i] = portable[i], out[i] = chosen;
     return s;

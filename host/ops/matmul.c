@@ -694,13 +694,18 @@ static clkit_path mma_path(const problem *pr, const clkit_config *c)
 static clkit_status fall_back(clkit_context *ctx, const problem *tried, const clkit_config *c,
                               const clkit_tensor *out)
 {
-    clkit_path_failed(ctx, mma_path(tried, c), tried->fam);
+    clkit_path path = mma_path(tried, c);
+    clkit_path_failed(ctx, path, tried->fam);
     problem rest = *tried;
     rest.tma = 0;
-    if (tried->tma) return launch_clkit(ctx, &rest, c, out);
-    choose_paths(ctx, &rest);
-    clkit_config h = heuristic_config(&ctx->props, &rest);
-    return launch_clkit(ctx, &rest, &h, out);
+    clkit_config h = *c;
+    if (!tried->tma) {
+        choose_paths(ctx, &rest);
+        h = heuristic_config(&ctx->props, &rest);
+    }
+    clkit_status s = launch_clkit(ctx, &rest, &h, out);
+    if (s == CLKIT_ERR_BUILD) clkit_path_acquit(ctx, path, tried->fam);
+    return s;
 }
 
 static clkit_status launch_clkit(clkit_context *ctx, const problem *pr, const clkit_config *c,
