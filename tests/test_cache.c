@@ -324,16 +324,6 @@ START_TEST(ptx_retarget)
 }
 END_TEST
 
-static void write_in(const char *dir, const char *name, const char *text)
-{
-    char path[256];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    ck_assert(f != NULL);
-    fputs(text, f);
-    fclose(f);
-}
-
 /* add fails to build, naming what is wrong in its sources. */
 static void expect_source_error(const char *dir, const char *message)
 {
@@ -355,13 +345,13 @@ static void expect_source_error(const char *dir, const char *message)
 START_TEST(include_cycles_named)
 {
     char *dir = fresh_dir();
-    write_in(dir, "add.cl", "#include \"a.h\"\n");
-    write_in(dir, "a.h", "#include \"b.h\"\n");
-    write_in(dir, "b.h", "#include \"a.h\"\n");
+    tu_write_text(dir, "add.cl", "#include \"a.h\"\n");
+    tu_write_text(dir, "a.h", "#include \"b.h\"\n");
+    tu_write_text(dir, "b.h", "#include \"a.h\"\n");
     expect_source_error(dir, "kernel source add.cl: include cycle a.h -> b.h -> a.h");
-    write_in(dir, "add.cl", "// itself\n#include \"add.cl\"\n");
+    tu_write_text(dir, "add.cl", "// itself\n#include \"add.cl\"\n");
     expect_source_error(dir, "kernel source add.cl: include cycle add.cl -> add.cl");
-    write_in(dir, "add.cl", "#include \"missing.h\"\n");
+    tu_write_text(dir, "add.cl", "#include \"missing.h\"\n");
     expect_source_error(dir, "kernel source missing.h not found, included from add.cl");
 }
 END_TEST

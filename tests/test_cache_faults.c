@@ -9,7 +9,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <libgen.h>
 #include <linux/capability.h>
 #include <math.h>
@@ -45,18 +44,6 @@ static void write_bytes(const char *path, const char *bytes, size_t len)
     ck_assert_msg(f != NULL, "cannot write %s", path);
     ck_assert(fwrite(bytes, 1, len, f) == len);
     fclose(f);
-}
-
-static int remove_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
-{
-    (void)st, (void)type, (void)ftw;
-    return remove(path);
-}
-
-/* rm -rf path: whatever a fault left there. */
-static void remove_tree(const char *path)
-{
-    nftw(path, remove_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 static clkit_context *ctx_in(const char *dir)
@@ -156,18 +143,6 @@ static int run_add(clkit_context *ctx, clkit_dtype dt)
 static int run_ops(clkit_context *ctx)
 {
     return run_matmul(ctx, 33, 17, 20) | run_add(ctx, CLKIT_F32);
-}
-
-static clkit_tune_key matmul_key(int64_t m, int64_t n, int64_t k)
-{
-    clkit_tune_key key;
-    memset(&key, 0, sizeof key);
-    snprintf(key.op, sizeof key.op, "matmul");
-    snprintf(key.dtype, sizeof key.dtype, "f32.f32.f32");
-    snprintf(key.layout, sizeof key.layout, "nn");
-    key.shape[0] = m, key.shape[1] = n, key.shape[2] = k, key.shape[3] = 1;
-    key.nshape = 4;
-    return key;
 }
 
 static clkit_config some_config(int block)
@@ -319,6 +294,37 @@ static void bound_memory(void)
 #endif
 }
 
+/* What one entry's lookup, store, lookup again and export gave on a faulty cache. */
+typedef struct round_result {
+    clkit_lookup before, after;
+    clkit_status stored, exported;
+} round_result;
+
+/* One round on a context over dir (NULL: CLKIT_CACHE_DIR's), the entry's calls between two
+   runs of the ops, exporting to out. Whatever the fault, the ops must be right and stderr
+   must warn; label names the case in those failures, the caller checks the rest. */
+static round_result faulty_round(const char *dir, const char *out, const char *label)
+{
+    round_result r;
+    capture cap;
+    capture_begin(&cap);
+    clkit_context *ctx = ctx_in(dir);
+    int bad_ops = run_ops(ctx);
+    clkit_tune_key key = tu_matmul_key("nn", 33, 17, 20);
+    clkit_config c = some_config(16), got;
+    r.before = clkit_cache_lookup(ctx, &key, &got);
+    r.stored = clkit_cache_store(ctx, &key, &c, 1.0);
+    r.after = clkit_cache_lookup(ctx, &key, &got);
+    r.exported = clkit_tuned_export(ctx, out);
+    bad_ops |= run_ops(ctx);
+    clkit_context_release(ctx);
+    char *text = capture_end(&cap);
+    ck_assert_msg(!bad_ops, "%s: wrong op results", label);
+    ck_assert_msg(warned(text), "%s: no warning", label);
+    free(text);
+    return r;
+}
+
 /* One fault: ops right and a warning; a store either sets the file aside and succeeds, or
    (refused) fails and leaves it; an export fails or writes a good file. */
 static void tuned_case(const char *dir, const tuned_fault *f)
@@ -327,34 +333,19 @@ static void tuned_case(const char *dir, const tuned_fault *f)
     path_in(path, sizeof path, dir, "tuned.json");
     path_in(aside, sizeof aside, dir, "tuned.json.corrupt");
     path_in(out, sizeof out, dir, "export.json");
-    remove_tree(path);
-    remove_tree(aside);
+    tu_remove_tree(path);
+    tu_remove_tree(aside);
     if (f->text) write_bytes(path, f->text, strlen(f->text));
     else f->make(path);
-    capture cap;
-    capture_begin(&cap);
-    clkit_context *ctx = ctx_in(dir);
-    int bad_ops = run_ops(ctx);
-    clkit_tune_key key = matmul_key(33, 17, 20);
-    clkit_config c = some_config(16), got;
-    clkit_lookup before = clkit_cache_lookup(ctx, &key, &got);
-    clkit_status stored = clkit_cache_store(ctx, &key, &c, 1.0);
-    clkit_lookup after = clkit_cache_lookup(ctx, &key, &got);
-    clkit_status exported = clkit_tuned_export(ctx, out);
-    bad_ops |= run_ops(ctx);
-    clkit_context_release(ctx);
-    char *text = capture_end(&cap);
-    ck_assert_msg(!bad_ops, "%s: wrong op results", f->name);
-    ck_assert_msg(warned(text), "%s: no warning", f->name);
-    free(text);
-    ck_assert_msg(before == CLKIT_LOOKUP_NONE, "%s: a lookup found an entry", f->name);
-    ck_assert_msg(stored == (f->refused ? CLKIT_ERR_IO : CLKIT_OK), "%s: the store gave %s", f->name,
-                  clkit_status_string(stored));
-    ck_assert_msg(after == (f->refused ? CLKIT_LOOKUP_NONE : CLKIT_LOOKUP_EXACT),
-                  "%s: a lookup after the store gave %d", f->name, (int)after);
-    if (exported == CLKIT_OK) ck_assert_msg(count_file_entries(out) == 1, "%s: a bad export", f->name);
-    ck_assert_msg(f->refused ? exported == CLKIT_ERR_IO : exported == CLKIT_OK, "%s: export gave %s",
-                  f->name, clkit_status_string(exported));
+    round_result r = faulty_round(dir, out, f->name);
+    ck_assert_msg(r.before == CLKIT_LOOKUP_NONE, "%s: a lookup found an entry", f->name);
+    ck_assert_msg(r.stored == (f->refused ? CLKIT_ERR_IO : CLKIT_OK), "%s: the store gave %s", f->name,
+                  clkit_status_string(r.stored));
+    ck_assert_msg(r.after == (f->refused ? CLKIT_LOOKUP_NONE : CLKIT_LOOKUP_EXACT),
+                  "%s: a lookup after the store gave %d", f->name, (int)r.after);
+    if (r.exported == CLKIT_OK) ck_assert_msg(count_file_entries(out) == 1, "%s: a bad export", f->name);
+    ck_assert_msg(f->refused ? r.exported == CLKIT_ERR_IO : r.exported == CLKIT_OK, "%s: export gave %s",
+                  f->name, clkit_status_string(r.exported));
 }
 
 START_TEST(tuned_json_faults)
@@ -363,7 +354,7 @@ START_TEST(tuned_json_faults)
     fresh_dir(dir, sizeof dir);
     bound_memory();
     for (size_t i = 0; i < sizeof tuned_faults / sizeof *tuned_faults; i++) tuned_case(dir, &tuned_faults[i]);
-    remove_tree(dir);
+    tu_remove_tree(dir);
 }
 END_TEST
 
@@ -424,7 +415,7 @@ static void fifo_entry(const char *path)
 static void unless_regular(const char *path)
 {
     struct stat st;
-    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) remove_tree(path);
+    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) tu_remove_tree(path);
 }
 
 START_TEST(binary_entry_faults)
@@ -453,7 +444,7 @@ START_TEST(binary_entry_faults)
         ck_assert_msg(warned(text), "%s entries: no warning", faults[i].name);
         free(text);
     }
-    remove_tree(dir);
+    tu_remove_tree(dir);
 }
 END_TEST
 
@@ -526,7 +517,7 @@ START_TEST(read_only_cache_dir)
     path_in(out, sizeof out, other, "stdout");
     path_in(err, sizeof err, other, "stderr");
     path_in(saved, sizeof saved, other, "saved.json");
-    clkit_tune_key key = matmul_key(33, 17, 20), fresh = matmul_key(40, 40, 40);
+    clkit_tune_key key = tu_matmul_key("nn", 33, 17, 20), fresh = tu_matmul_key("nn", 40, 40, 40);
     clkit_config c = some_config(16), got;
     clkit_context *ctx = ctx_in(dir);
     ck_assert_int_eq(run_ops(ctx), 0);
@@ -564,12 +555,12 @@ START_TEST(read_only_cache_dir)
 
     ctx = ctx_in(other);
     TU_CHECK(clkit_tuned_import(ctx, saved));
-    clkit_tune_key tuned = matmul_key(24, 24, 24);
+    clkit_tune_key tuned = tu_matmul_key("nn", 24, 24, 24);
     ck_assert_int_eq(clkit_cache_lookup(ctx, &tuned, &got), CLKIT_LOOKUP_EXACT);
     ck_assert_int_eq(run_matmul(ctx, 24, 24, 24), 0);
     clkit_context_release(ctx);
-    remove_tree(dir);
-    remove_tree(other);
+    tu_remove_tree(dir);
+    tu_remove_tree(other);
 }
 END_TEST
 
@@ -582,26 +573,12 @@ START_TEST(cache_path_is_a_file)
     path_in(out, sizeof out, dir, "export.json");
     write_bytes(file, "x", 1);
     ck_assert(setenv("CLKIT_CACHE_DIR", file, 1) == 0);
-    capture cap;
-    capture_begin(&cap);
-    clkit_context *ctx = ctx_in(NULL);
-    int bad = run_ops(ctx);
-    clkit_tune_key key = matmul_key(33, 17, 20);
-    clkit_config c = some_config(16), got;
-    clkit_lookup found = clkit_cache_lookup(ctx, &key, &got);
-    clkit_status stored = clkit_cache_store(ctx, &key, &c, 1.0);
-    clkit_status exported = clkit_tuned_export(ctx, out);
-    bad |= run_ops(ctx);
-    clkit_context_release(ctx);
-    char *text = capture_end(&cap);
+    round_result r = faulty_round(NULL, out, "a cache path that is a file");
     ck_assert(unsetenv("CLKIT_CACHE_DIR") == 0);
-    ck_assert_msg(!bad, "wrong op results");
-    ck_assert_msg(warned(text), "no warning");
-    free(text);
-    ck_assert_int_eq(found, CLKIT_LOOKUP_NONE);
-    ck_assert_int_eq(stored, CLKIT_ERR_IO);
-    ck_assert_int_eq(exported, CLKIT_ERR_IO);
-    remove_tree(dir);
+    ck_assert_int_eq(r.before, CLKIT_LOOKUP_NONE);
+    ck_assert_int_eq(r.stored, CLKIT_ERR_IO);
+    ck_assert_int_eq(r.exported, CLKIT_ERR_IO);
+    tu_remove_tree(dir);
 }
 END_TEST
 
@@ -662,13 +639,13 @@ START_TEST(concurrent_tuners)
     clkit_context *ctx = ctx_in(dir);
     for (int p = 0; p < TUNERS; p++)
         for (int i = 0; i < SHAPES_EACH; i++) {
-            clkit_tune_key key = matmul_key(tuner_m(p, i), 20, 24);
+            clkit_tune_key key = tu_matmul_key("nn", tuner_m(p, i), 20, 24);
             clkit_config got;
             ck_assert_msg(clkit_cache_lookup(ctx, &key, &got) == CLKIT_LOOKUP_EXACT, "lost tuner %d's shape %d", p, i);
         }
     ck_assert_int_eq(run_ops(ctx), 0);
     clkit_context_release(ctx);
-    remove_tree(dir);
+    tu_remove_tree(dir);
 }
 END_TEST
 
@@ -725,7 +702,7 @@ START_TEST(killed_during_store)
             if (clkit_context_create(&ctx, &opt) != CLKIT_OK) _exit(1);
             if (write(ready[1], "r", 1) != 1) _exit(1);
             for (int i = 0;; i++) {
-                clkit_tune_key key = matmul_key(1000 + round, 1 + i, 64);
+                clkit_tune_key key = tu_matmul_key("nn", 1000 + round, 1 + i, 64);
                 clkit_config c = some_config(8);
                 if (clkit_cache_store(ctx, &key, &c, 1.0) != CLKIT_OK) _exit(1);
             }
@@ -746,7 +723,7 @@ START_TEST(killed_during_store)
     capture cap;
     capture_begin(&cap);
     clkit_context *ctx = ctx_in(dir);
-    clkit_tune_key key = matmul_key(33, 17, 20);
+    clkit_tune_key key = tu_matmul_key("nn", 33, 17, 20);
     clkit_config c = some_config(16), got;
     TU_CHECK(clkit_cache_store(ctx, &key, &c, 1.0)); /* no lock left held */
     ck_assert_int_eq(count_named(dir, "tuned.json.tmp-"), 0);
@@ -756,7 +733,7 @@ START_TEST(killed_during_store)
     char *warnings = capture_end(&cap);
     ck_assert_msg(!warned(warnings), "a whole file warned");
     free(warnings);
-    remove_tree(dir);
+    tu_remove_tree(dir);
 }
 END_TEST
 
@@ -788,7 +765,7 @@ START_TEST(twenty_thousand_entries)
     clkit_context_release(from);
     TU_CHECK(clkit_tuned_import(ctx, out));
     TU_CHECK(clkit_tuned_import(ctx, out)); /* every key again: replaced, not added */
-    clkit_tune_key key = matmul_key(33, 17, 20);
+    clkit_tune_key key = tu_matmul_key("nn", 33, 17, 20);
     clkit_config c = some_config(16), got;
     TU_CHECK(clkit_cache_store(ctx, &key, &c, 1.0));
     double took = now_s() - t0;
@@ -799,8 +776,8 @@ START_TEST(twenty_thousand_entries)
     ck_assert_int_eq(clkit_cache_lookup(ctx, &key, &got), CLKIT_LOOKUP_EXACT);
     ck_assert_int_eq(run_ops(ctx), 0);
     clkit_context_release(ctx);
-    remove_tree(src);
-    remove_tree(dst);
+    tu_remove_tree(src);
+    tu_remove_tree(dst);
 }
 END_TEST
 

@@ -279,6 +279,47 @@ static void untouched(clkit_context *ctx, cl_mem m, clkit_dtype dt, size_t n, co
     get(ctx, m, dt, &(tu_layout){0, 1, 0, n}, 1, 0, NULL, what);
 }
 
+/* What an empty batch's cross_entropy and linear_cross_entropy cases share: the (0) targets,
+   the losses and z-losses (one element into sentinel-filled buffers, so that a write shows),
+   and options for reduction r with a z-loss. Set up in place: o points at z. */
+typedef struct no_tokens {
+    cl_mem by, bl, bz;
+    clkit_tensor y, l, z;
+    clkit_cross_entropy_options o;
+    char name[64];
+} no_tokens;
+
+static void no_tokens_begin(clkit_context *ctx, no_tokens *t, int r, clkit_dtype dt, const char *what)
+{
+    bool none = r == CLKIT_REDUCTION_NONE;
+    int64_t zero = 0, one = 1;
+    t->by = filled(ctx, CLKIT_I64, 2);
+    t->bl = filled(ctx, CLKIT_F32, 2), t->bz = filled(ctx, CLKIT_F32, 2);
+    t->y = tu_view(t->by, CLKIT_I64, 1, &zero, &one, 1);
+    t->l = tu_view(t->bl, CLKIT_F32, 1, none ? &zero : &one, &one, 1);
+    t->z = tu_view(t->bz, CLKIT_F32, 1, none ? &zero : &one, &one, 1);
+    t->o = clkit_cross_entropy_defaults();
+    t->o.reduction = (clkit_reduction)r;
+    t->o.z_loss = &t->z;
+    t->o.z_loss_scale = 0.1f;
+    snprintf(t->name, sizeof t->name, "%s %s %s", what, clkit_dtype_name(dt), reduction_name(t->o.reduction));
+}
+
+/* The loss and the z-loss: untouched without a reduction, else 0 (a mean over no tokens as
+   when every token is ignored); then the buffers go. */
+static void no_tokens_end(clkit_context *ctx, no_tokens *t)
+{
+    bool none = t->o.reduction == CLKIT_REDUCTION_NONE;
+    tu_layout ll = strided(1, 1, 1);
+    for (int k = 0; k < 2; k++) {
+        double loss = FILL;
+        if (none) untouched(ctx, k ? t->bz : t->bl, CLKIT_F32, 2, t->name);
+        else get(ctx, k ? t->bz : t->bl, CLKIT_F32, &ll, 0, 1, &loss, t->name);
+        ck_assert_msg(none || loss == 0.0, "%s: the %s is %g, expected 0", t->name, k ? "z-loss" : "loss", loss);
+    }
+    clReleaseMemObject(t->by), clReleaseMemObject(t->bl), clReleaseMemObject(t->bz);
+}
+
 /* No tokens (T = 0) is an empty batch, not an error: nothing is written per token (losses,
    dlogits), and the mean and the sum are 0, the mean as when every token is ignored, their
    z-losses too. V = 0 stays refused (bad_input). */
@@ -288,35 +329,19 @@ START_TEST(zero_tokens)
     for (int r = 0; r < 3; r++)
         for (size_t d = 0; d < 3; d++) {
             clkit_dtype dt = float_dtypes[d];
-            bool none = r == CLKIT_REDUCTION_NONE;
-            int64_t v = 5, zero = 0, one = 1;
-            cl_mem bx = filled(ctx, dt, 8), bd = filled(ctx, dt, 8), by = filled(ctx, CLKIT_I64, 2);
-            cl_mem bl = filled(ctx, CLKIT_F32, 2), bz = filled(ctx, CLKIT_F32, 2);
+            int64_t v = 5;
+            cl_mem bx = filled(ctx, dt, 8), bd = filled(ctx, dt, 8);
+            no_tokens t;
+            no_tokens_begin(ctx, &t, r, dt, "no tokens");
             clkit_tensor x = tu_view(bx, dt, 2, (int64_t[]){0, v}, (int64_t[]){v, 1}, 1);
             clkit_tensor dl = tu_view(bd, dt, 2, (int64_t[]){0, v}, (int64_t[]){v, 1}, 2);
-            clkit_tensor y = tu_view(by, CLKIT_I64, 1, &zero, &one, 1);
-            clkit_tensor l = tu_view(bl, CLKIT_F32, 1, none ? &zero : &one, &one, 1);
-            clkit_tensor z = tu_view(bz, CLKIT_F32, 1, none ? &zero : &one, &one, 1);
-            clkit_cross_entropy_options o = clkit_cross_entropy_defaults();
-            o.reduction = (clkit_reduction)r;
-            o.z_loss = &z;
-            o.z_loss_scale = 0.1f;
-            o.label_smoothing = 0.1f;
-            char name[64];
-            snprintf(name, sizeof name, "no tokens %s %s", clkit_dtype_name(dt), reduction_name(o.reduction));
-            TU_CHECK(clkit_cross_entropy(ctx, &x, &y, &o, &l, &dl));
-            TU_CHECK(clkit_cross_entropy(ctx, &x, &y, &o, &l, NULL));
-            tu_layout ll = strided(1, 1, 1);
-            double got = FILL;
-            for (int k = 0; k < 2; k++) {
-                if (none) untouched(ctx, k ? bz : bl, CLKIT_F32, 2, name);
-                else get(ctx, k ? bz : bl, CLKIT_F32, &ll, 0, 1, &got, name);
-                ck_assert_msg(none || got == 0.0, "%s: the %s is %g, expected 0", name, k ? "z-loss" : "loss", got);
-            }
-            untouched(ctx, bd, dt, 8, name);
-            untouched(ctx, bx, dt, 8, name);
-            cl_mem all[] = {bx, bd, by, bl, bz};
-            for (size_t i = 0; i < 5; i++) clReleaseMemObject(all[i]);
+            t.o.label_smoothing = 0.1f;
+            TU_CHECK(clkit_cross_entropy(ctx, &x, &t.y, &t.o, &t.l, &dl));
+            TU_CHECK(clkit_cross_entropy(ctx, &x, &t.y, &t.o, &t.l, NULL));
+            no_tokens_end(ctx, &t);
+            untouched(ctx, bd, dt, 8, t.name);
+            untouched(ctx, bx, dt, 8, t.name);
+            clReleaseMemObject(bx), clReleaseMemObject(bd);
         }
     clkit_context_release(ctx);
 }
@@ -1069,42 +1094,28 @@ START_TEST(linear_zero_tokens)
     for (int r = 0; r < 3; r++)
         for (size_t d = 0; d < 3; d++) {
             clkit_dtype dt = float_dtypes[d];
-            bool none = r == CLKIT_REDUCTION_NONE;
-            int64_t v = 5, dd = 8, zero = 0, one = 1;
+            int64_t v = 5, dd = 8;
             double w[40], got[40];
             tu_fill_random(w, 40, dt, -1, 1, 9);
             tu_layout lw = row_major(v, dd, 0, 0), ldw = row_major(v, dd, 3, 2), ldb = strided(v, 2, 1);
-            tu_layout ll = strided(1, 1, 1);
             clkit_tensor tw, tdw, tdb, tb;
             cl_mem bw = put(ctx, dt, &lw, v, dd, w, &tw), bdw = put(ctx, dt, &ldw, v, dd, NULL, &tdw);
             cl_mem bdb = put(ctx, dt, &ldb, 0, v, NULL, &tdb), bb = put(ctx, dt, &lw, 0, v, w, &tb);
-            cl_mem bx = filled(ctx, dt, 8), bdx = filled(ctx, dt, 8), by = filled(ctx, CLKIT_I64, 2);
-            cl_mem bl = filled(ctx, CLKIT_F32, 2), bz = filled(ctx, CLKIT_F32, 2);
+            cl_mem bx = filled(ctx, dt, 8), bdx = filled(ctx, dt, 8);
+            no_tokens t;
+            no_tokens_begin(ctx, &t, r, dt, "linear, no tokens");
             clkit_tensor x = tu_view(bx, dt, 2, (int64_t[]){0, dd}, (int64_t[]){dd, 1}, 0);
             clkit_tensor dx = tu_view(bdx, dt, 2, (int64_t[]){0, dd}, (int64_t[]){1, 3}, 1);
-            clkit_tensor y = tu_view(by, CLKIT_I64, 1, &zero, &one, 1);
-            clkit_tensor l = tu_view(bl, CLKIT_F32, 1, none ? &zero : &one, &one, 1);
-            clkit_tensor z = tu_view(bz, CLKIT_F32, 1, none ? &zero : &one, &one, 1);
-            clkit_cross_entropy_options o = clkit_cross_entropy_defaults();
-            o.reduction = (clkit_reduction)r;
-            o.z_loss = &z;
-            o.z_loss_scale = 0.1f;
-            char name[64];
-            snprintf(name, sizeof name, "linear, no tokens %s %s", clkit_dtype_name(dt), reduction_name(o.reduction));
-            TU_CHECK(clkit_linear_cross_entropy(ctx, &x, &tw, d ? &tb : NULL, &y, &o, &l, &dx, &tdw, &tdb));
-            for (int k = 0; k < 2; k++) {
-                double loss = FILL;
-                if (none) untouched(ctx, k ? bz : bl, CLKIT_F32, 2, name);
-                else get(ctx, k ? bz : bl, CLKIT_F32, &ll, 0, 1, &loss, name);
-                ck_assert_msg(none || loss == 0.0, "%s: the %s is %g, expected 0", name, k ? "z-loss" : "loss", loss);
-            }
+            TU_CHECK(clkit_linear_cross_entropy(ctx, &x, &tw, d ? &tb : NULL, &t.y, &t.o, &t.l, &dx, &tdw, &tdb));
+            no_tokens_end(ctx, &t);
+            const char *name = t.name;
             untouched(ctx, bdx, dt, 8, name);
             get(ctx, bdw, dt, &ldw, v, dd, got, name);
             for (int i = 0; i < 40; i++) ck_assert_msg(got[i] == 0.0, "%s: dweight[%d] is %g", name, i, got[i]);
             get(ctx, bdb, dt, &ldb, 0, v, got, name);
             for (int i = 0; i < v; i++) ck_assert_msg(got[i] == 0.0, "%s: dbias[%d] is %g", name, i, got[i]);
-            cl_mem all[] = {bw, bdw, bdb, bb, bx, bdx, by, bl, bz};
-            for (size_t i = 0; i < 9; i++) clReleaseMemObject(all[i]);
+            cl_mem all[] = {bw, bdw, bdb, bb, bx, bdx};
+            for (size_t i = 0; i < 6; i++) clReleaseMemObject(all[i]);
         }
     clkit_context_release(ctx);
 }

@@ -6,7 +6,6 @@
 #define _GNU_SOURCE
 #include "util.h"
 
-#include <ftw.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,17 +24,6 @@ extern const clkit_embedded_source clkit_embedded_sources[];
 static const char breakage[] = "\n__kernel void clkit_fault(void) { this is not OpenCL C; }\n";
 
 /* ---- files ---- */
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *f)
-{
-    (void)st, (void)flag, (void)f;
-    return remove(path);
-}
-
-static void remove_tree(const char *dir)
-{
-    nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
 
 static void write_file(const char *dir, const char *name, const char *text, const char *tail)
 {
@@ -78,8 +66,8 @@ static void faulty_end(faulty *f)
     clkit_context_release(f->ctx);
     unsetenv("CLKIT_KERNEL_DIR");
     unsetenv("CLKIT_CACHE_DIR");
-    remove_tree(f->kernels);
-    remove_tree(f->cache);
+    tu_remove_tree(f->kernels);
+    tu_remove_tree(f->cache);
 }
 
 /* ---- one call of each op family ---- */
@@ -384,7 +372,7 @@ START_TEST(broken_common_header)
     setenv("CLKIT_KERNEL_DIR", good, 1);
     for (size_t i = 0; i < FAMILIES; i++) assert_recovered(f.ctx, i);
     faulty_end(&f);
-    remove_tree(good);
+    tu_remove_tree(good);
 }
 END_TEST
 

@@ -799,11 +799,24 @@ static clkit_status call_tune_matmul(clkit_context *ctx, fcase *c)
 enum { LN_X, LN_W, LN_B, LN_Y, LN_MEAN, LN_RSTD };
 enum { LB_DY, LB_X, LB_W, LB_MEAN, LB_RSTD, LB_DX, LB_DW, LB_DB };
 
-/* M rows of N; N = 0 only without rows (a row of nothing has no mean). */
-static void ln_dims(fcase *c, int64_t *m, int64_t *n)
+/* What a layernorm case, forward or backward, draws first, in this order (a seed replays
+   the case): the dtype; M rows of N, N = 0 only without rows (a row of nothing has no mean);
+   whether the output overwrites its input. The input x takes values in [-4, 6]. */
+typedef struct ln_draw {
+    clkit_dtype dt;
+    int64_t shape[2]; /* (M, N) */
+    bool in_place;
+} ln_draw;
+
+static ln_draw ln_begin(fcase *c, int x)
 {
-    *m = dim(&c->r, 5);
-    *n = *m == 0 && chance(&c->r, 0.3) ? 0 : irange(&c->r, 1, 40);
+    ln_draw d;
+    d.dt = float_dt(&c->r);
+    d.shape[0] = dim(&c->r, 5);
+    d.shape[1] = d.shape[0] == 0 && chance(&c->r, 0.3) ? 0 : irange(&c->r, 1, 40);
+    d.in_place = chance(&c->r, 0.2);
+    range(c, x, -4, 6);
+    return d;
 }
 
 /* An optional (len) line in dtype dt, present with probability p. */
@@ -814,19 +827,14 @@ static void line(fcase *c, int i, clkit_dtype dt, int64_t len, bool input, doubl
 
 static void gen_ln_fwd(fcase *c)
 {
-    clkit_dtype dt = float_dt(&c->r);
-    int64_t m, n;
-    ln_dims(c, &m, &n);
-    int64_t shape[2] = {m, n};
-    bool in_place = chance(&c->r, 0.2);
-    range(c, LN_X, -4, 6);
-    tensor(c, LN_X, dt, 2, shape, !in_place);
-    line(c, LN_W, dt, n, true, 0.7);
-    line(c, LN_B, dt, n, true, 0.7);
-    if (in_place) alias(c, LN_Y, LN_X);
-    else tensor(c, LN_Y, dt, 2, shape, false);
-    line(c, LN_MEAN, CLKIT_F32, m, false, 0.6);
-    line(c, LN_RSTD, CLKIT_F32, m, false, 0.6);
+    ln_draw d = ln_begin(c, LN_X);
+    tensor(c, LN_X, d.dt, 2, d.shape, !d.in_place);
+    line(c, LN_W, d.dt, d.shape[1], true, 0.7);
+    line(c, LN_B, d.dt, d.shape[1], true, 0.7);
+    if (d.in_place) alias(c, LN_Y, LN_X);
+    else tensor(c, LN_Y, d.dt, 2, d.shape, false);
+    line(c, LN_MEAN, CLKIT_F32, d.shape[0], false, 0.6);
+    line(c, LN_RSTD, CLKIT_F32, d.shape[0], false, 0.6);
     c->f = (float)pow(10, urange(&c->r, -6, -1));
 }
 
@@ -894,23 +902,18 @@ static bool check_ln_fwd(fcase *c)
 
 static void gen_ln_bwd(fcase *c)
 {
-    clkit_dtype dt = float_dt(&c->r);
-    int64_t m, n;
-    ln_dims(c, &m, &n);
-    int64_t shape[2] = {m, n};
-    bool in_place = chance(&c->r, 0.2);
-    range(c, LB_X, -4, 6);
+    ln_draw d = ln_begin(c, LB_X);
     range(c, LB_MEAN, -1, 1);
     range(c, LB_RSTD, 0.5, 2);
-    tensor(c, LB_DY, dt, 2, shape, !in_place);
-    tensor(c, LB_X, dt, 2, shape, true);
-    line(c, LB_W, dt, n, true, 0.7);
-    tensor(c, LB_MEAN, CLKIT_F32, 1, &m, true);
-    tensor(c, LB_RSTD, CLKIT_F32, 1, &m, true);
-    if (in_place) alias(c, LB_DX, LB_DY);
-    else tensor(c, LB_DX, dt, 2, shape, false);
-    line(c, LB_DW, dt, n, false, 0.7);
-    line(c, LB_DB, dt, n, false, 0.7);
+    tensor(c, LB_DY, d.dt, 2, d.shape, !d.in_place);
+    tensor(c, LB_X, d.dt, 2, d.shape, true);
+    line(c, LB_W, d.dt, d.shape[1], true, 0.7);
+    tensor(c, LB_MEAN, CLKIT_F32, 1, &d.shape[0], true);
+    tensor(c, LB_RSTD, CLKIT_F32, 1, &d.shape[0], true);
+    if (d.in_place) alias(c, LB_DX, LB_DY);
+    else tensor(c, LB_DX, d.dt, 2, d.shape, false);
+    line(c, LB_DW, d.dt, d.shape[1], false, 0.7);
+    line(c, LB_DB, d.dt, d.shape[1], false, 0.7);
 }
 
 static clkit_status call_ln_bwd(clkit_context *ctx, fcase *c)

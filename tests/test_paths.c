@@ -5,7 +5,6 @@
 #define _GNU_SOURCE
 #include "util.h"
 
-#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -106,12 +105,6 @@ static void write_broken_sources(const char *dir)
     }
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *f)
-{
-    (void)st, (void)flag, (void)f;
-    return remove(path);
-}
-
 static cl_mem random_buffer(clkit_context *ctx, clkit_dtype dt, size_t n, double *host, uint64_t seed)
 {
     ref_fill_random(host, n, dt, -1, 1, seed);
@@ -203,8 +196,8 @@ START_TEST(one_family_fails_alone)
     check_softmax(ctx);
     clkit_context_release(ctx);
     unsetenv("CLKIT_KERNEL_DIR");
-    nftw(kdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-    nftw(cdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    tu_remove_tree(kdir);
+    tu_remove_tree(cdir);
 }
 END_TEST
 

@@ -31,16 +31,12 @@ static char *fresh_dir(void)
     return dir;
 }
 
-static clkit_tune_key key(const char *layout, int64_t m, int64_t n, int64_t k)
+/* A fresh directory (returned, as fresh_dir's), with path set to name inside it. */
+static char *fresh_path(char *path, size_t n, const char *name)
 {
-    clkit_tune_key kk;
-    memset(&kk, 0, sizeof kk);
-    snprintf(kk.op, sizeof kk.op, "matmul");
-    snprintf(kk.dtype, sizeof kk.dtype, "f32.f32.f32");
-    snprintf(kk.layout, sizeof kk.layout, "%s", layout);
-    kk.shape[0] = m, kk.shape[1] = n, kk.shape[2] = k, kk.shape[3] = 1;
-    kk.nshape = 4;
-    return kk;
+    char *dir = fresh_dir();
+    snprintf(path, n, "%s/%s", dir, name);
+    return dir;
 }
 
 static clkit_config config(int block)
@@ -49,16 +45,6 @@ static clkit_config config(int block)
     clkit_config_set(&c, "BLOCK_M", block);
     clkit_config_set(&c, "BLOCK_N", block / 2);
     return c;
-}
-
-static void write_text(const char *dir, const char *name, const char *text)
-{
-    char path[256];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    ck_assert(f != NULL);
-    fputs(text, f);
-    fclose(f);
 }
 
 START_TEST(config_strings)
@@ -84,19 +70,19 @@ START_TEST(lookup_fallbacks)
 {
     clkit_context *ctx = ctx_in(fresh_dir());
     clkit_config got;
-    clkit_tune_key k1 = key("nn", 1024, 1024, 1024), k2 = key("nn", 64, 64, 64);
+    clkit_tune_key k1 = tu_matmul_key("nn", 1024, 1024, 1024), k2 = tu_matmul_key("nn", 64, 64, 64);
     ck_assert_int_eq(clkit_cache_lookup(ctx, &k1, &got), CLKIT_LOOKUP_NONE);
     clkit_config c1 = config(128), c2 = config(32);
     ck_assert_int_eq(clkit_cache_store(ctx, &k1, &c1, 1.5), CLKIT_OK);
     ck_assert_int_eq(clkit_cache_store(ctx, &k2, &c2, 0.1), CLKIT_OK);
     ck_assert_int_eq(clkit_cache_lookup(ctx, &k1, &got), CLKIT_LOOKUP_EXACT);
     ck_assert_int_eq(clkit_config_get(&got, "BLOCK_M", 0), 128);
-    clkit_tune_key near_big = key("nn", 2048, 1000, 900), near_small = key("nn", 100, 50, 64);
+    clkit_tune_key near_big = tu_matmul_key("nn", 2048, 1000, 900), near_small = tu_matmul_key("nn", 100, 50, 64);
     ck_assert_int_eq(clkit_cache_lookup(ctx, &near_big, &got), CLKIT_LOOKUP_NEAREST);
     ck_assert_int_eq(clkit_config_get(&got, "BLOCK_M", 0), 128);
     ck_assert_int_eq(clkit_cache_lookup(ctx, &near_small, &got), CLKIT_LOOKUP_NEAREST);
     ck_assert_int_eq(clkit_config_get(&got, "BLOCK_M", 0), 32);
-    clkit_tune_key other_layout = key("tn", 1024, 1024, 1024);
+    clkit_tune_key other_layout = tu_matmul_key("tn", 1024, 1024, 1024);
     ck_assert_int_eq(clkit_cache_lookup(ctx, &other_layout, &got), CLKIT_LOOKUP_NONE);
     /* replacing an entry keeps one entry per key */
     clkit_config c3 = config(64);
@@ -115,7 +101,7 @@ START_TEST(lookups_follow_the_file)
     char *dir = fresh_dir();
     clkit_context *a = ctx_in(dir), *b = ctx_in(dir);
     clkit_config got, c1 = config(128), c2 = config(64);
-    clkit_tune_key k = key("nn", 512, 512, 512);
+    clkit_tune_key k = tu_matmul_key("nn", 512, 512, 512);
     ck_assert_int_eq(clkit_cache_lookup(a, &k, &got), CLKIT_LOOKUP_NONE);
     ck_assert_int_eq(clkit_cache_store(b, &k, &c1, 1.0), CLKIT_OK);
     ck_assert_int_eq(clkit_cache_lookup(a, &k, &got), CLKIT_LOOKUP_EXACT);
@@ -125,17 +111,17 @@ START_TEST(lookups_follow_the_file)
     ck_assert_int_eq(clkit_config_get(&got, "BLOCK_M", 0), 64);
     enum { KEYS = 3 * CLKIT_TUNED_RECENT };
     for (int i = 0; i < KEYS; i++) {
-        clkit_tune_key ki = key("tn", 64 * (i + 1), 64, 64);
+        clkit_tune_key ki = tu_matmul_key("tn", 64 * (i + 1), 64, 64);
         clkit_config ci = config(2 * (i + 1));
         ck_assert_int_eq(clkit_cache_store(b, &ki, &ci, 1.0), CLKIT_OK);
     }
     for (int round = 0; round < 2; round++)
         for (int i = 0; i < KEYS; i++) {
-            clkit_tune_key ki = key("tn", 64 * (i + 1), 64, 64);
+            clkit_tune_key ki = tu_matmul_key("tn", 64 * (i + 1), 64, 64);
             ck_assert_int_eq(clkit_cache_lookup(a, &ki, &got), CLKIT_LOOKUP_EXACT);
             ck_assert_int_eq(clkit_config_get(&got, "BLOCK_M", 0), 2 * (i + 1));
         }
-    write_text(dir, "tuned.json", "{\"format\": 1, \"entries\": [");
+    tu_write_text(dir, "tuned.json", "{\"format\": 1, \"entries\": [");
     ck_assert_int_eq(clkit_cache_lookup(a, &k, &got), CLKIT_LOOKUP_NONE);
     clkit_context_release(a);
     clkit_context_release(b);
@@ -154,10 +140,10 @@ START_TEST(bad_files)
     };
     for (size_t i = 0; i < sizeof texts / sizeof *texts; i++) {
         char *dir = fresh_dir();
-        write_text(dir, "tuned.json", texts[i]);
+        tu_write_text(dir, "tuned.json", texts[i]);
         clkit_context *ctx = ctx_in(dir);
         clkit_config got;
-        clkit_tune_key k = key("nn", 8, 8, 8);
+        clkit_tune_key k = tu_matmul_key("nn", 8, 8, 8);
         ck_assert_int_eq(clkit_cache_lookup(ctx, &k, &got), CLKIT_LOOKUP_NONE);
         clkit_config c = config(16);
         ck_assert_int_eq(clkit_cache_store(ctx, &k, &c, 0.5), CLKIT_OK);
@@ -171,9 +157,9 @@ START_TEST(newer_format_is_left_alone)
 {
     char *dir = fresh_dir();
     const char *text = "{\"format\": 99, \"entries\": []}";
-    write_text(dir, "tuned.json", text);
+    tu_write_text(dir, "tuned.json", text);
     clkit_context *ctx = ctx_in(dir);
-    clkit_tune_key k = key("nn", 8, 8, 8);
+    clkit_tune_key k = tu_matmul_key("nn", 8, 8, 8);
     clkit_config c = config(16), got;
     ck_assert_int_eq(clkit_cache_lookup(ctx, &k, &got), CLKIT_LOOKUP_NONE);
     TU_EXPECT(CLKIT_ERR_IO, clkit_cache_store(ctx, &k, &c, 0.5));
@@ -199,7 +185,7 @@ START_TEST(concurrent_tuners_lose_nothing)
             clkit_context *ctx = ctx_in(dir);
             int bad = 0;
             for (int i = 0; i < EACH; i++) {
-                clkit_tune_key k = key("nn", 100 + p, 200 + i, 300);
+                clkit_tune_key k = tu_matmul_key("nn", 100 + p, 200 + i, 300);
                 clkit_config c = config(8 * (p + 1));
                 bad |= clkit_cache_store(ctx, &k, &c, 1.0) != CLKIT_OK;
             }
@@ -215,7 +201,7 @@ START_TEST(concurrent_tuners_lose_nothing)
     clkit_context *ctx = ctx_in(dir);
     for (int p = 0; p < PROCS; p++)
         for (int i = 0; i < EACH; i++) {
-            clkit_tune_key k = key("nn", 100 + p, 200 + i, 300);
+            clkit_tune_key k = tu_matmul_key("nn", 100 + p, 200 + i, 300);
             clkit_config got;
             ck_assert_msg(clkit_cache_lookup(ctx, &k, &got) == CLKIT_LOOKUP_EXACT, "lost %d/%d", p, i);
             ck_assert_int_eq(clkit_config_get(&got, "BLOCK_M", 0), 8 * (p + 1));
@@ -239,7 +225,7 @@ START_TEST(export_import)
     snprintf(file, sizeof file, "%s/export.json", dst);
     clkit_context *ctx = ctx_in(src);
     for (int i = 0; i < 5; i++) {
-        clkit_tune_key k = key("nt", 64 << i, 64, 64);
+        clkit_tune_key k = tu_matmul_key("nt", 64 << i, 64, 64);
         clkit_config c = config(16 << (i % 3));
         TU_CHECK(clkit_cache_store(ctx, &k, &c, 0.25));
     }
@@ -253,11 +239,11 @@ START_TEST(export_import)
     TU_CHECK(clkit_tuned_import(ctx, file)); /* idempotent: same keys replace */
     TU_CHECK(clkit_tuned_list(ctx, count_entry, &n));
     ck_assert_int_eq(n, 5);
-    clkit_tune_key k = key("nt", 64 << 4, 64, 64);
+    clkit_tune_key k = tu_matmul_key("nt", 64 << 4, 64, 64);
     clkit_config got;
     ck_assert_int_eq(clkit_cache_lookup(ctx, &k, &got), CLKIT_LOOKUP_EXACT);
     ck_assert_int_eq(clkit_config_get(&got, "BLOCK_M", 0), 32);
-    write_text(dst, "junk.json", "[1,2,3]");
+    tu_write_text(dst, "junk.json", "[1,2,3]");
     char junk[128];
     snprintf(junk, sizeof junk, "%s/junk.json", dst);
     TU_EXPECT(CLKIT_ERR_IO, clkit_tuned_import(ctx, junk));
@@ -292,7 +278,7 @@ START_TEST(malformed_entries_skipped)
 #define GOOD(shape, cfg)                                                                         \
     "{\"device\": \"d\", \"op\": \"matmul\", \"dtype\": \"f32.f32.f32\", \"layout\": \"nn\", "          \
     "\"shape\": " shape ", \"config\": \"" cfg "\"}"
-    write_text(src, "tuned.json",
+    tu_write_text(src, "tuned.json",
                "{\"format\": 1, \"entries\": [{\"op\": \"matmul\"}, {\"op\": \"matmul\"}, " GOOD("[1, 2, 3, 1]", "A=1")
                ", " GOOD("[1, \"2\", 3, 1]", "B=1") ", " GOOD("[4, 5, 6, 1]", "C=1") ", "
                GOOD("[1, 2, 3, 1]", "D=1") ", " GOOD("[1, 2, 3, 4, 5]", "E=1") "]}");
@@ -313,7 +299,7 @@ START_TEST(malformed_entries_skipped)
     char imported[128];
     snprintf(imported, sizeof imported, "%s/tuned.json", dst);
     ck_assert_int_eq(file_entries(imported), 2);
-    write_text(dst, "bad.json", "{\"format\": 1, \"entries\": [{\"op\": \"matmul\"}, 3]}");
+    tu_write_text(dst, "bad.json", "{\"format\": 1, \"entries\": [{\"op\": \"matmul\"}, 3]}");
     snprintf(file, sizeof file, "%s/bad.json", dst);
     TU_EXPECT(CLKIT_ERR_IO, clkit_tuned_import(ctx, file));
     clkit_context_release(ctx);
@@ -342,7 +328,7 @@ static void lookup_export_store(const char *dir)
 {
     clkit_context *ctx = ctx_in(dir);
     clkit_config got, c = config(16);
-    clkit_tune_key k = key("nn", 8, 8, 8);
+    clkit_tune_key k = tu_matmul_key("nn", 8, 8, 8);
     char out[128];
     snprintf(out, sizeof out, "%s.export", dir);
     int bad = clkit_cache_lookup(ctx, &k, &got) != CLKIT_LOOKUP_NONE;
@@ -359,12 +345,10 @@ static void lookup_export_store(const char *dir)
    file is set aside by the next store. */
 START_TEST(only_regular_files_read)
 {
-    char *dir = fresh_dir(), path[128];
-    snprintf(path, sizeof path, "%s/tuned.json", dir);
+    char path[128], *dir = fresh_path(path, sizeof path, "tuned.json");
     ck_assert(mkfifo(path, 0644) == 0);
     ck_assert_msg(in_child(lookup_export_store, dir, 60) == 0, "a FIFO as tuned.json: hung or failed");
-    dir = fresh_dir();
-    snprintf(path, sizeof path, "%s/tuned.json", dir);
+    dir = fresh_path(path, sizeof path, "tuned.json");
     ck_assert(mkdir(path, 0755) == 0);
     ck_assert_msg(in_child(lookup_export_store, dir, 60) == 0, "a directory as tuned.json");
 }
@@ -374,10 +358,9 @@ END_TEST
    nor is it overwritten. */
 START_TEST(size_cap)
 {
-    char *dir = fresh_dir(), path[128];
-    snprintf(path, sizeof path, "%s/tuned.json", dir);
+    char path[128], *dir = fresh_path(path, sizeof path, "tuned.json");
     clkit_context *ctx = ctx_in(dir);
-    clkit_tune_key k = key("nn", 8, 8, 8);
+    clkit_tune_key k = tu_matmul_key("nn", 8, 8, 8);
     clkit_config c = config(16), got;
     TU_CHECK(clkit_cache_store(ctx, &k, &c, 0.5));
     clkit_context_release(ctx);
@@ -402,14 +385,13 @@ END_TEST
    leave it alone. */
 START_TEST(no_global_json_state)
 {
-    char *dir = fresh_dir(), out[128];
-    snprintf(out, sizeof out, "%s/out.json", dir);
+    char out[128], *dir = fresh_path(out, sizeof out, "out.json");
     clkit_context *ctx = ctx_in(dir);
-    clkit_tune_key k = key("nn", 8, 8, 8);
+    clkit_tune_key k = tu_matmul_key("nn", 8, 8, 8);
     clkit_config c = config(16), got;
     ck_assert_int_eq(clkit_cache_lookup(ctx, &k, &got), CLKIT_LOOKUP_NONE);
     TU_EXPECT(CLKIT_ERR_IO, clkit_tuned_import(ctx, "/nonexistent/tuned.json"));
-    write_text(dir, "tuned.json", "{\"format\": 1, \"entries\": [");
+    tu_write_text(dir, "tuned.json", "{\"format\": 1, \"entries\": [");
     ck_assert_int_eq(clkit_cache_lookup(ctx, &k, &got), CLKIT_LOOKUP_NONE);
     TU_CHECK(clkit_cache_store(ctx, &k, &c, 0.5));
     TU_CHECK(clkit_tuned_export(ctx, out));

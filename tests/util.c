@@ -1,5 +1,9 @@
+#define _XOPEN_SOURCE 700 /* nftw */
+#include "tune.h"
 #include "util.h"
 
+#include <ftw.h>
+#include <stdio.h>
 #include <string.h>
 
 clkit_context *tu_ctx(void)
@@ -70,6 +74,39 @@ clkit_tensor tu_view(cl_mem buf, clkit_dtype dtype, int ndim, const int64_t *sha
     for (int i = 0; i < ndim; i++) t.strides[i] = strides[i];
     t.offset = offset_elems * clkit_dtype_size(dtype);
     return t;
+}
+
+void tu_write_text(const char *dir, const char *name, const char *text)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    ck_assert(f != NULL);
+    fputs(text, f);
+    fclose(f);
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *f)
+{
+    (void)st, (void)flag, (void)f;
+    return remove(path);
+}
+
+void tu_remove_tree(const char *path)
+{
+    nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+clkit_tune_key tu_matmul_key(const char *layout, int64_t m, int64_t n, int64_t k)
+{
+    clkit_tune_key key;
+    memset(&key, 0, sizeof key);
+    snprintf(key.op, sizeof key.op, "matmul");
+    snprintf(key.dtype, sizeof key.dtype, "f32.f32.f32");
+    snprintf(key.layout, sizeof key.layout, "%s", layout);
+    key.shape[0] = m, key.shape[1] = n, key.shape[2] = k, key.shape[3] = 1;
+    key.nshape = 4;
+    return key;
 }
 
 TCase *tu_tcase(const char *name)

@@ -54,6 +54,17 @@ static inline size_t tu_at(const tu_layout *l, int64_t r, int64_t c)
     return l->offset + (size_t)(r * l->rs + c * l->cs);
 }
 
+/* Writes text to dir/name, replacing what was there. */
+void tu_write_text(const char *dir, const char *name, const char *text);
+/* rm -rf path: whatever a case left there; a path that is not there is no error. */
+void tu_remove_tree(const char *path);
+/* The key type is internal (host/tune.h): only the suites that include that header first
+   test the tuned-config cache, and the rest stay on the public API. */
+#ifdef CLKIT_TUNE_H
+/* The key of an f32 matmul of (m, n, k) in layout ("nn", "nt", ...), batch 1. */
+clkit_tune_key tu_matmul_key(const char *layout, int64_t m, int64_t n, int64_t k);
+#endif
+
 /* A test case with a timeout that suits first-time kernel builds on PoCL. */
 TCase *tu_tcase(const char *name);
 /* Runs the suite and returns the process exit status. */
