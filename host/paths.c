@@ -10,8 +10,8 @@
 
      wgmma -> mma.sync -> portable kernels     TMA loads -> cp.async     PTX shuffles -> portable
 
-   The public clkit_device_props still report the switches (tensor_cores, wgmma, tma) as the
-   device and environment set them; clkit_fast_paths reports what an op family may take now. */
+   The public clkit_device_props describe the device only; clkit_fast_paths reports what an
+   op family may take now. */
 #include "internal.h"
 
 #include <stdlib.h>
@@ -62,9 +62,6 @@ void clkit_paths_init(clkit_context *ctx)
         ctx->path_on[i] = capable(p, (clkit_path)i) && !switched_off(paths[i].env) && (up < 0 || ctx->path_on[up]);
     }
     memset(ctx->path_failed, 0, sizeof ctx->path_failed);
-    p->tensor_cores = ctx->path_on[CLKIT_PATH_NV_MMA];
-    p->wgmma = ctx->path_on[CLKIT_PATH_NV_WGMMA];
-    p->tma = ctx->path_on[CLKIT_PATH_NV_TMA];
 }
 
 bool clkit_path_allowed(const clkit_context *ctx, clkit_path path, clkit_family family)

@@ -26,9 +26,9 @@ extern "C" {
 #endif
 
 #define CLKIT_VERSION_MAJOR 0
-#define CLKIT_VERSION_MINOR 1
+#define CLKIT_VERSION_MINOR 2
 #define CLKIT_VERSION_PATCH 0
-#define CLKIT_VERSION_STRING "0.1.0"
+#define CLKIT_VERSION_STRING "0.2.0"
 
 /* Every status, its clkit_status_string and its meaning, in one list. */
 #define CLKIT_STATUS_LIST(X)                                                                  \
@@ -112,12 +112,6 @@ struct clkit_device_props {
     unsigned warp;               /* warp / wavefront width; 1 when unknown (CPU) */
     unsigned registers;          /* 32-bit registers per block, 0 when unknown */
     int nv_cc_major, nv_cc_minor;  /* 0 when not NVIDIA */
-    int tensor_cores;            /* NVIDIA sm_80+ with the mma.sync fast paths on
-                                    (CLKIT_TENSOR_CORES=0 turns them off) */
-    int wgmma;                   /* NVIDIA sm_90 with tensor_cores: 16-bit matmul may take
-                                    Hopper's wgmma through sm_90a PTX (CLKIT_WGMMA=0: off) */
-    int tma;                     /* NVIDIA sm_90 with wgmma: its tiles load by Hopper's TMA
-                                    (CLKIT_NV_TMA=0: by cp.async) */
     char amd_gfx[32];            /* "gfx90a", "" when not AMD */
     unsigned simd_per_cu;        /* AMD; 0 when unknown */
     int fp16, fp64, subgroups;
@@ -135,7 +129,7 @@ clkit_status clkit_context_cl(const clkit_context *ctx, cl_context *c, cl_comman
                               cl_device_id *d);
 clkit_status clkit_finish(clkit_context *ctx);
 const char  *clkit_status_string(clkit_status s);
-/* The version of the library loaded at run time ("0.1.0"); CLKIT_VERSION_STRING is the
+/* The version of the library loaded at run time ("0.2.0"); CLKIT_VERSION_STRING is the
    version of the header a program was compiled with. */
 const char  *clkit_version(void);
 /* Detail of the last failure on this context (shape, build log, OpenCL code); "" if none. */

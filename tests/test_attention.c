@@ -214,12 +214,10 @@ static void check_backward(clkit_context *ctx, const acase *c, const host_data *
     drop(&dout), drop(&dq), drop(&dk), drop(&dv);
 }
 
-/* Whether the device has the tensor-core kernels (the host decides by layout too). */
+/* Whether attention may take the tensor-core kernels (the host decides by layout too). */
 static int has_tensor_cores(clkit_context *ctx)
 {
-    struct clkit_device_props p;
-    TU_CHECK(clkit_device_props(ctx, &p));
-    return p.tensor_cores;
+    return tu_fast_path(ctx, "attention", CLKIT_FAST_PATH_NV_MMA);
 }
 
 /* Whether P and dS may be rounded to the storage dtype: f16/bf16 on the tensor cores (the

@@ -60,36 +60,6 @@ START_TEST(device_choice)
 }
 END_TEST
 
-/* The NVIDIA fast paths nest (the TMA needs wgmma, wgmma the tensor cores, those sm_80), and
-   each switch turns off what it names and what needs it. Elsewhere all of them stay 0. */
-static struct clkit_device_props props_with(const char *var, const char *value)
-{
-    if (var) setenv(var, value, 1);
-    clkit_context *ctx = tu_ctx();
-    struct clkit_device_props p;
-    TU_CHECK(clkit_device_props(ctx, &p));
-    clkit_context_release(ctx);
-    if (var) unsetenv(var);
-    return p;
-}
-
-START_TEST(fast_path_switches)
-{
-    struct clkit_device_props p = props_with(NULL, NULL);
-    ck_assert(!p.tma || p.wgmma);
-    ck_assert(!p.wgmma || (p.tensor_cores && p.nv_cc_major == 9));
-    ck_assert(!p.tensor_cores || p.nv_cc_major >= 8);
-    struct clkit_device_props no_tma = props_with("CLKIT_NV_TMA", "0");
-    ck_assert_int_eq(no_tma.tma, 0);
-    ck_assert_int_eq(no_tma.wgmma, p.wgmma);
-    struct clkit_device_props no_wgmma = props_with("CLKIT_WGMMA", "0");
-    ck_assert(!no_wgmma.wgmma && !no_wgmma.tma);
-    ck_assert_int_eq(no_wgmma.tensor_cores, p.tensor_cores);
-    struct clkit_device_props portable = props_with("CLKIT_TENSOR_CORES", "0");
-    ck_assert(!portable.tensor_cores && !portable.wgmma && !portable.tma);
-}
-END_TEST
-
 START_TEST(adopted_queue)
 {
     clkit_context *own = tu_ctx(), *ctx;
@@ -355,7 +325,6 @@ int main(void)
     tcase_add_test(tc, status_strings);
     tcase_add_test(tc, null_arguments);
     tcase_add_test(tc, device_choice);
-    tcase_add_test(tc, fast_path_switches);
     tcase_add_test(tc, adopted_queue);
     tcase_add_test(tc, profiling_needs_a_profiling_queue);
     tcase_add_test(tc, kernel_dir_override);

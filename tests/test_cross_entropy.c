@@ -942,10 +942,9 @@ END_TEST
 START_TEST(linear_persistent_walk)
 {
     clkit_context *ctx = tu_ctx();
-    struct clkit_device_props props;
-    TU_CHECK(clkit_device_props(ctx, &props));
     static const char *chunks[] = {NULL, "2304"};
-    for (int i = 0; i < 4 && props.tma; i++) {
+    int tma = tu_fast_path(ctx, "cross_entropy", CLKIT_FAST_PATH_NV_TMA);
+    for (int i = 0; i < 4 && tma; i++) {
         lce_case c = lce_basic(float_dtypes[1 + i % 2], 2100, (i + i / 2) % 2 ? 136 : 64, 4500);
         c.chunk = chunks[i / 2];
         c.o.softcap = i % 2 ? 5.0f : 0.0f;
@@ -1178,11 +1177,10 @@ START_TEST(linear_memory_and_determinism)
        dx. On the tensor cores the logits stay in the GEMM's epilogue: a 256-column gradient
        chunk (the smallest a fused tile takes), at most 16 per-tile states (8 bytes) and a
        target logit a token instead. */
-    struct clkit_device_props props;
-    TU_CHECK(clkit_device_props(ctx, &props));
+    int fused = tu_fast_path(ctx, "cross_entropy", CLKIT_FAST_PATH_NV_MMA);
     uint64_t base = (uint64_t)t * (16 + 4 + 4) + (uint64_t)(t * d) * 4;
-    uint64_t want = base + (props.tensor_cores ? (uint64_t)t * 256 * 2 + (uint64_t)t * 4 : (uint64_t)t * 128 * 6);
-    uint64_t slack = props.tensor_cores ? (uint64_t)t * 16 * 8 + 4096 : 4096;
+    uint64_t want = base + (fused ? (uint64_t)t * 256 * 2 + (uint64_t)t * 4 : (uint64_t)t * 128 * 6);
+    uint64_t slack = fused ? (uint64_t)t * 16 * 8 + 4096 : 4096;
     ck_assert_msg(peak >= want && peak < want + slack && peak < (uint64_t)(t * v) * 4,
                   "scratch peak %llu, expected about %llu", (unsigned long long)peak,
                   (unsigned long long)want);

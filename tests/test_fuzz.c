@@ -109,7 +109,7 @@ typedef struct fdev {
     cl_command_queue q;
     cl_mem arena;
     size_t align;
-    struct clkit_device_props props;
+    int mm_tensor_cores, attn_tensor_cores; /* matmul's, attention's fast path NV_MMA */
 } fdev;
 
 static fdev g_main, g_tune;
@@ -120,7 +120,8 @@ static void dev_open(fdev *d, clkit_context *ctx)
 {
     d->ctx = ctx;
     ck_assert_int_eq(clkit_context_cl(ctx, &d->cl, &d->q, NULL), CLKIT_OK);
-    ck_assert_int_eq(clkit_device_props(ctx, &d->props), CLKIT_OK);
+    d->mm_tensor_cores = tu_fast_path(ctx, "matmul", CLKIT_FAST_PATH_NV_MMA);
+    d->attn_tensor_cores = tu_fast_path(ctx, "attention", CLKIT_FAST_PATH_NV_MMA);
     cl_device_id dev;
     clkit_context_cl(ctx, NULL, NULL, &dev);
     cl_uint bits = 0;
@@ -754,7 +755,7 @@ static bool check_matmul(fcase *c)
     clkit_dtype in_dt = c->t[MM_A].dtype, out_dt = c->t[MM_C].dtype;
     const fdev *d = c->op->tuning ? &g_tune : &g_main;
     double in_rtol = o.allow_tf32 ? 0x1p-11
-                     : in_dt == CLKIT_F32 && d->props.tensor_cores && !o.exact_f32 ? 0x1p-20 : 0;
+                     : in_dt == CLKIT_F32 && d->mm_tensor_cores && !o.exact_f32 ? 0x1p-20 : 0;
     double out_rtol = out_dt == CLKIT_F32 ? 0 : out_dt == CLKIT_F16 ? 0x1p-10 : 0x1p-7;
     for (int64_t e = 0; e < cb * m * n; e++)
         mag[e] = (4.0 * (double)(k + 2) * 0x1p-23 + 2 * in_rtol) * mag[e] + out_rtol * fabs(want[e]) + 1e-30;
@@ -1041,7 +1042,7 @@ static bool attn_close(fcase *c, int i, const double *want, int64_t n, const dou
     double *got = out(c, i), mx = 0, frac = 3e-5;
     clkit_dtype dt = c->t[i].dtype;
     const fdev *d = c->op->tuning ? &g_tune : &g_main;
-    int rounded_p = d->props.tensor_cores && dt != CLKIT_F32;
+    int rounded_p = d->attn_tensor_cores && dt != CLKIT_F32;
     for (int64_t e = 0; e < n; e++)
         if (isfinite(want[e])) mx = fmax(mx, fabs(want[e]));
     double round = dt == CLKIT_F16 ? 0x1p-11 : dt == CLKIT_BF16 ? 0x1p-8 : 0;

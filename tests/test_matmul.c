@@ -85,10 +85,8 @@ static double check_run(clkit_context *ctx, const run *r, const char *what)
     double eps = 0x1p-23; /* f32 accumulation whatever the input dtype */
     /* f32 operands that may take the tensor cores run there as 3xTF32 by default, which
        loses up to 2^-19 of each product: 2^-20 an input in the bound below. */
-    struct clkit_device_props props;
-    TU_CHECK(clkit_device_props(ctx, &props));
     double in_rtol = r->in_rtol;
-    if (r->in == CLKIT_F32 && props.tensor_cores && !r->opt.allow_tf32 && !r->opt.exact_f32)
+    if (r->in == CLKIT_F32 && tu_fast_path(ctx, "matmul", CLKIT_FAST_PATH_NV_MMA) && !r->opt.allow_tf32 && !r->opt.exact_f32)
         in_rtol = 0x1p-20;
     double out_rtol = r->out == CLKIT_F32 ? 0 : r->out == CLKIT_F16 ? 0x1p-10 : 0x1p-7;
     double worst = 0;
@@ -343,8 +341,6 @@ static void check_tile_configs(clkit_context *ctx, const char *const *configs, s
 START_TEST(tensor_cores)
 {
     clkit_context *ctx = tu_ctx();
-    struct clkit_device_props props;
-    TU_CHECK(clkit_device_props(ctx, &props));
     static const char *configs[] = {
         "KERNEL=4,BLOCK_M=128,BLOCK_N=256,BLOCK_K=32,WARPS_M=2,WARPS_N=4,STAGES=2,GROUP_M=8",
         "KERNEL=4,BLOCK_M=256,BLOCK_N=128,BLOCK_K=32,WARPS_M=4,WARPS_N=2,STAGES=2,GROUP_M=8",
@@ -361,7 +357,7 @@ START_TEST(tensor_cores)
         "KERNEL=4,BLOCK_M=32,BLOCK_N=64,BLOCK_K=32,WARPS_M=1,WARPS_N=2,STAGES=4,GROUP_M=8",
     };
     static const int64_t tc_shapes[][3] = {{16, 8, 16}, {200, 136, 72}, {61, 45, 37}, {257, 130, 300}};
-    if (!props.tensor_cores) {
+    if (!tu_fast_path(ctx, "matmul", CLKIT_FAST_PATH_NV_MMA)) {
         expect_refused(ctx, configs[2]);
         clkit_context_release(ctx);
         return;
@@ -391,8 +387,6 @@ END_TEST
 START_TEST(wgmma)
 {
     clkit_context *ctx = tu_ctx();
-    struct clkit_device_props props;
-    TU_CHECK(clkit_device_props(ctx, &props));
     static const char *configs[] = {
         "KERNEL=4,WGMMA=1,BLOCK_M=128,BLOCK_N=256,BLOCK_K=64,WARPS_M=8,WARPS_N=1,STAGES=4,GROUP_M=8",
         "KERNEL=4,WGMMA=1,BLOCK_M=256,BLOCK_N=128,BLOCK_K=64,WARPS_M=16,WARPS_N=1,STAGES=4,GROUP_M=8",
@@ -404,7 +398,7 @@ START_TEST(wgmma)
         "KERNEL=4,WGMMA=1,BLOCK_M=64,BLOCK_N=64,BLOCK_K=64,WARPS_M=4,WARPS_N=1,STAGES=3,GROUP_M=2",
     };
     static const int64_t wg_shapes[][3] = {{64, 64, 64}, {200, 264, 328}, {61, 45, 37}, {257, 130, 700}};
-    if (!props.wgmma) {
+    if (!tu_fast_path(ctx, "matmul", CLKIT_FAST_PATH_NV_WGMMA)) {
         expect_refused(ctx, configs[3]);
         clkit_context_release(ctx);
         return;
@@ -442,8 +436,6 @@ END_TEST
 START_TEST(tf32)
 {
     clkit_context *ctx = tu_ctx();
-    struct clkit_device_props props;
-    TU_CHECK(clkit_device_props(ctx, &props));
     static const char *configs[] = {
         "KERNEL=4,BLOCK_M=128,BLOCK_N=128,BLOCK_K=16,WARPS_M=2,WARPS_N=4,STAGES=3,GROUP_M=8",
         "KERNEL=4,BLOCK_M=128,BLOCK_N=256,BLOCK_K=8,WARPS_M=2,WARPS_N=4,STAGES=4,GROUP_M=8",
@@ -457,7 +449,7 @@ START_TEST(tf32)
     };
     static const char layouts[][2] = {{'n', 'n'}, {'n', 't'}, {'t', 'n'}, {'t', 't'}};
     static const int64_t tf_shapes[][3] = {{16, 8, 8}, {200, 136, 72}, {61, 45, 37}, {257, 130, 300}};
-    int tc = props.tensor_cores;
+    int tc = tu_fast_path(ctx, "matmul", CLKIT_FAST_PATH_NV_MMA);
     for (size_t i = 0; i < (tc ? sizeof configs / sizeof *configs : 0); i++)
         for (size_t l = 0; l < 4; l++) {
             const int64_t *sh = tf_shapes[(i + l) % 4];

@@ -20,11 +20,22 @@ static unsigned paths_of(clkit_context *ctx, const char *family)
     return p;
 }
 
-/* The paths the device and the switches allow, as clkit_device_props reports them. */
+static int switched_on(const char *env)
+{
+    const char *v = getenv(env);
+    return !v || strcmp(v, "0") != 0;
+}
+
+/* The paths the README promises for this device and the caller's switches: PTX shuffles on
+   any NVIDIA device, mma.sync from sm_80, wgmma and the TMA on sm_90, each nested in the one
+   before and each off where its switch is 0. */
 static unsigned device_paths(const struct clkit_device_props *p)
 {
-    return (p->nv_cc_major ? CLKIT_FAST_PATH_NV_SHUFFLE : 0u) | (p->tensor_cores ? CLKIT_FAST_PATH_NV_MMA : 0u) |
-           (p->wgmma ? CLKIT_FAST_PATH_NV_WGMMA : 0u) | (p->tma ? CLKIT_FAST_PATH_NV_TMA : 0u);
+    int mma = p->nv_cc_major >= 8 && switched_on("CLKIT_TENSOR_CORES");
+    int wgmma = mma && p->nv_cc_major == 9 && p->nv_cc_minor == 0 && switched_on("CLKIT_WGMMA");
+    int tma = wgmma && switched_on("CLKIT_NV_TMA");
+    return (p->nv_cc_major ? CLKIT_FAST_PATH_NV_SHUFFLE : 0u) | (mma ? CLKIT_FAST_PATH_NV_MMA : 0u) |
+           (wgmma ? CLKIT_FAST_PATH_NV_WGMMA : 0u) | (tma ? CLKIT_FAST_PATH_NV_TMA : 0u);
 }
 
 START_TEST(queries)

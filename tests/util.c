@@ -16,6 +16,14 @@ clkit_context *tu_ctx(void)
     return ctx;
 }
 
+int tu_fast_path(clkit_context *ctx, const char *family, unsigned path)
+{
+    unsigned paths = 0;
+    clkit_status s = clkit_fast_paths(ctx, family, &paths);
+    ck_assert_msg(s == CLKIT_OK, "clkit_fast_paths(%s): %s", family, clkit_last_error(ctx));
+    return (paths & path) != 0;
+}
+
 cl_mem tu_buffer(clkit_context *ctx, clkit_dtype dtype, size_t n, const double *vals)
 {
     cl_mem m = ref_upload(ctx, dtype, n, vals);

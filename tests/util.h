@@ -11,6 +11,8 @@
 #include "ref/ref.h"
 
 clkit_context *tu_ctx(void);
+/* Whether op family `family` may take fast path `path` (a clkit_fast_path bit) on ctx now. */
+int tu_fast_path(clkit_context *ctx, const char *family, unsigned path);
 /* A buffer of n elements; vals (may be NULL: a fixed sentinel pattern) converted to dtype. */
 cl_mem tu_buffer(clkit_context *ctx, clkit_dtype dtype, size_t n, const double *vals);
 void tu_read(clkit_context *ctx, cl_mem buf, clkit_dtype dtype, size_t n, double *out);

@@ -158,52 +158,62 @@ static void print_heuristics(const struct clkit_device_props *dev)
            "path", "work-group", "occupancy", "groups");
     for (size_t i = 0; i < sizeof softmax_n / sizeof *softmax_n; i++)
         print_softmax_plan(dev, softmax_m, softmax_n[i]);
-    const char *off = dev->nv_cc_major >= 8 ? "portable kernels (CLKIT_TENSOR_CORES=0)"
-                                            : "portable kernels (tensor cores need NVIDIA sm_80 or later)";
-    printf("  matmul with f16/bf16 operands: %s\n",
-           dev->tma ? "tensor cores (wgmma, sm_90a PTX, operands loaded by the TMA; CLKIT_NV_TMA=0: "
-                      "cp.async; mma.sync if that does not build; CLKIT_WGMMA=0: mma.sync) when every "
-                      "operand has a unit-stride dimension and 8-element-aligned strides, else portable kernels"
-           : dev->wgmma ? "tensor cores (wgmma, sm_90a PTX; mma.sync if that does not build; "
-                        "CLKIT_WGMMA=0: mma.sync) when every operand has a unit-stride "
-                        "dimension and 8-element-aligned strides, else portable kernels"
-           : dev->tensor_cores ? "tensor cores (mma.sync) when every operand has a unit-stride "
-                                 "dimension and 8-element-aligned strides, else portable kernels"
-                               : off);
-    printf("  linear cross-entropy f16/bf16: %s\n",
-           dev->tensor_cores ? "fused on the tensor cores (wgmma where matmul takes it; the logits stay in the GEMMs' "
-                               "epilogues) when x and weight have a unit-stride D and "
-                               "8-element-aligned strides, else chunks of f32 logits in "
-                               "scratch between matmuls"
-                             : "chunks of f32 logits in scratch between portable matmuls");
-    printf("  matmul with f32 operands: %s\n",
-           dev->tensor_cores ? "tensor cores as 3xTF32 (f32-accurate products) under the same "
-                               "conditions with 4-element-aligned strides, unless exact_f32, "
-                               "else portable kernels or CLBlast"
-                             : off);
-    printf("  attention f16/bf16: %s\n",
-           dev->tensor_cores ? "tensor cores (mma.sync) when q, k, v (and dO) have a contiguous "
-                               "head dimension and 8-element-aligned strides, head dim <= 128 "
-                               "forward and backward, else portable kernels"
-                             : off);
-    printf("  attention f32: %s\n",
-           dev->tensor_cores ? "tensor cores as 3xTF32 (f32-accurate products) under the same "
-                               "conditions with 4-element-aligned strides, head dim <= 128 "
-                               "(backward <= 64 without sm_90's local memory), else portable "
-                               "kernels"
-                             : off);
 }
 
-/* ---- binary cache ---- */
+/* ---- fast paths ---- */
 
-/* Entries and bytes of the binary cache in `path` ("": the cache is off). */
+/* Where each kind of call runs, given the fast paths its family may take (bits of
+   clkit_fast_paths). */
+static void print_routes(unsigned mm, unsigned attn, unsigned ce, int nv_cc_major)
+{
+    const char *off = nv_cc_major >= 8 ? "portable kernels (CLKIT_TENSOR_CORES=0)"
+                                       : "portable kernels (tensor cores need NVIDIA sm_80 or later)";
+    printf("  matmul with f16/bf16 operands: %s\n",
+           mm & CLKIT_FAST_PATH_NV_TMA
+               ? "tensor cores (wgmma, sm_90a PTX, operands loaded by the TMA; CLKIT_NV_TMA=0: "
+                 "cp.async; mma.sync if that does not build; CLKIT_WGMMA=0: mma.sync) when every "
+                 "operand has a unit-stride dimension and 8-element-aligned strides, else portable kernels"
+           : mm & CLKIT_FAST_PATH_NV_WGMMA
+               ? "tensor cores (wgmma, sm_90a PTX; mma.sync if that does not build; "
+                 "CLKIT_WGMMA=0: mma.sync) when every operand has a unit-stride "
+                 "dimension and 8-element-aligned strides, else portable kernels"
+           : mm & CLKIT_FAST_PATH_NV_MMA
+               ? "tensor cores (mma.sync) when every operand has a unit-stride "
+                 "dimension and 8-element-aligned strides, else portable kernels"
+               : off);
+    printf("  matmul with f32 operands: %s\n",
+           mm & CLKIT_FAST_PATH_NV_MMA
+               ? "tensor cores as 3xTF32 (f32-accurate products) under the same conditions with "
+                 "4-element-aligned strides, unless exact_f32, else portable kernels or CLBlast"
+               : off);
+    printf("  linear cross-entropy f16/bf16: %s\n",
+           ce & CLKIT_FAST_PATH_NV_MMA
+               ? "fused on the tensor cores (wgmma where it may take it; the logits stay in the "
+                 "GEMMs' epilogues) when x and weight have a unit-stride D and 8-element-aligned "
+                 "strides, else chunks of f32 logits in scratch between matmuls"
+               : "chunks of f32 logits in scratch between matmuls");
+    printf("  attention f16/bf16: %s\n",
+           attn & CLKIT_FAST_PATH_NV_MMA
+               ? "tensor cores (mma.sync) when q, k, v (and dO) have a contiguous head dimension "
+                 "and 8-element-aligned strides, head dim <= 128 forward and backward, else "
+                 "portable kernels"
+               : off);
+    printf("  attention f32: %s\n",
+           attn & CLKIT_FAST_PATH_NV_MMA
+               ? "tensor cores as 3xTF32 (f32-accurate products) under the same conditions with "
+                 "4-element-aligned strides, head dim <= 128 (backward <= 64 without sm_90's "
+                 "local memory), else portable kernels"
+               : off);
+}
+
 /* The vendor fast paths each op family may take (clkit_fast_paths): what the device and the
    switches allow, before any operand's layout has a say. */
-static void print_fast_paths(clkit_context *ctx)
+static void print_fast_paths(clkit_context *ctx, int nv_cc_major)
 {
     static const char *families[] = {"matmul", "attention", "cross_entropy", "softmax", "layernorm"};
     static const char *names[] = {"PTX shuffles", "mma.sync", "wgmma", "TMA"};
     printf("\nfast paths (CLKIT_TENSOR_CORES, CLKIT_WGMMA, CLKIT_NV_TMA = 0 turn them off):\n");
+    unsigned bits[sizeof families / sizeof *families];
     for (size_t f = 0; f < sizeof families / sizeof *families; f++) {
         unsigned paths = 0;
         clkit_fast_paths(ctx, families[f], &paths);
@@ -211,8 +221,15 @@ static void print_fast_paths(clkit_context *ctx)
         for (int i = 0; i < 4; i++)
             if (paths & (1u << i)) printf(" %s", names[i]);
         printf("%s\n", paths ? "" : " portable only");
+        bits[f] = paths;
     }
+    printf("\nroutes:\n");
+    print_routes(bits[0], bits[1], bits[2], nv_cc_major);
 }
+
+/* ---- binary cache ---- */
+
+/* Entries and bytes of the binary cache in `path` ("": the cache is off). */
 
 static void print_cache(const char *path)
 {
@@ -382,7 +399,7 @@ int cmd_info(int argc, char **argv)
         clkit_device_props(ctx, &dev);
         print_props(&dev);
         print_heuristics(&dev);
-        print_fast_paths(ctx);
+        print_fast_paths(ctx, dev.nv_cc_major);
         print_cache(clkit_cache_dir(ctx));
         print_tuned(ctx);
         clkit_context_release(ctx);
