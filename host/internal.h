@@ -117,20 +117,37 @@ char *clkit_default_cache_dir(void);
 void clkit_tuned_release(clkit_context *ctx);
 
 /* ---- launching (launch.c) ---- */
-clkit_status clkit_set_arg(clkit_context *ctx, cl_kernel k, cl_uint i, size_t size,
-                           const void *value);
-/* Sets kernel arguments from (size, pointer) pairs: clkit_set_args(ctx, k, 2, sizeof a, &a, ...). */
-clkit_status clkit_set_args(clkit_context *ctx, cl_kernel k, int count, ...);
-clkit_status clkit_launch(clkit_context *ctx, cl_kernel k, cl_uint dims, const size_t *global,
-                          const size_t *local);
+/* A kernel's arguments, set in order through the clkit_arg_* calls: the builder keeps the
+   index and the first failure, and clkit_run refuses to enqueue unless exactly the arguments
+   the kernel declares were set (a miscount is caught by the first test that runs it). */
+typedef struct clkit_args {
+    cl_kernel k;
+    cl_uint n;      /* arguments set so far */
+    cl_int err;     /* the first clSetKernelArg failure */
+    cl_uint err_at;
+} clkit_args;
+clkit_args clkit_args_of(cl_kernel k);
+void clkit_arg(clkit_args *a, size_t size, const void *value);
+void clkit_arg_mem(clkit_args *a, cl_mem m);
+void clkit_arg_int(clkit_args *a, cl_int v);
+void clkit_arg_uint(clkit_args *a, cl_uint v);
+void clkit_arg_long(clkit_args *a, cl_long v);
+void clkit_arg_long4(clkit_args *a, cl_long4 v);
+void clkit_arg_float(clkit_args *a, float v);
+/* The run step every op ends with: the arguments checked (every one set, none failed), the
+   work-group checked against the built kernel's limit, then the enqueue. local NULL: the
+   driver picks the work-group. */
+clkit_status clkit_run(clkit_context *ctx, const clkit_args *a, cl_uint dims, const size_t *global,
+                       const size_t *local);
 /* Elementwise launch over n same-shaped tensors: "<base>_dense" when every view is dense,
    with (buffer, element offset) per tensor then the element count; else "<base>_strided" with
-   (buffer, offset, long4 strides) per tensor then long4 shape and the count. `nextra`
-   (size, pointer) pairs follow as further arguments. A grid-stride launch sized by the
-   streaming heuristics. */
+   (buffer, offset, long4 strides) per tensor then long4 shape and the count. extra (may be
+   NULL) appends the op's own arguments. A grid-stride launch sized by the streaming
+   heuristics. */
+typedef void (*clkit_extra_args)(clkit_args *a, const void *user);
 clkit_status clkit_launch_pointwise(clkit_context *ctx, const char *file, const char *base,
                                     const char *options, int n, const clkit_tensor *const *ts,
-                                    int nextra, ...);
+                                    clkit_extra_args extra, const void *user);
 /* Takes ownership of ev: kept as the first/last event of a profiling span, else released. */
 void clkit_record_event(clkit_context *ctx, cl_event ev);
 /* Work-group size limit of a built kernel on this device. */
@@ -140,13 +157,12 @@ void clkit_kernel_mem(clkit_context *ctx, cl_kernel k, uint64_t *local, uint64_t
 
 /* ---- matmul epilogues for other ops (ops/matmul.c) ---- */
 /* One of matmul_mma's epilogues that replace the store of C (cl/matmul.cl: EPI_CE_STATS,
-   EPI_CE_GRAD): the build option naming it and the kernel arguments it adds after the
-   operands. */
+   EPI_CE_GRAD): the build option naming it and what sets the kernel arguments it adds after
+   the operands. */
 typedef struct clkit_matmul_epilogue {
     const char *define;
-    int nargs;
-    size_t size[16];
-    const void *value[16];
+    clkit_extra_args args;
+    const void *user;
 } clkit_matmul_epilogue;
 
 /* C = A B on the tensor cores, C's elements handed to epilogue e, in the tile opt->config

@@ -3,39 +3,77 @@
 
 #include <stdio.h>
 
-clkit_status clkit_set_arg(clkit_context *ctx, cl_kernel k, cl_uint i, size_t size,
-                           const void *value)
+clkit_args clkit_args_of(cl_kernel k)
 {
-    cl_int err = clSetKernelArg(k, i, size, value);
-    if (err == CL_SUCCESS) return CLKIT_OK;
-    return clkit_fail(ctx, CLKIT_ERR_OPENCL, "clSetKernelArg(%u) failed with %s", i,
-                      clkit_cl_error_name(err));
+    clkit_args a = {k, 0, CL_SUCCESS, 0};
+    return a;
 }
 
-static clkit_status set_args_v(clkit_context *ctx, cl_kernel k, cl_uint first, int count,
-                               va_list ap)
+void clkit_arg(clkit_args *a, size_t size, const void *value)
 {
-    clkit_status s = CLKIT_OK;
-    for (int i = 0; i < count && !s; i++) {
-        size_t size = va_arg(ap, size_t);
-        const void *value = va_arg(ap, const void *);
-        s = clkit_set_arg(ctx, k, first + (cl_uint)i, size, value);
+    if (a->err == CL_SUCCESS && (a->err = clSetKernelArg(a->k, a->n, size, value)) != CL_SUCCESS)
+        a->err_at = a->n;
+    a->n++;
+}
+
+void clkit_arg_mem(clkit_args *a, cl_mem m) { clkit_arg(a, sizeof m, &m); }
+void clkit_arg_int(clkit_args *a, cl_int v) { clkit_arg(a, sizeof v, &v); }
+void clkit_arg_uint(clkit_args *a, cl_uint v) { clkit_arg(a, sizeof v, &v); }
+void clkit_arg_long(clkit_args *a, cl_long v) { clkit_arg(a, sizeof v, &v); }
+void clkit_arg_long4(clkit_args *a, cl_long4 v) { clkit_arg(a, sizeof v, &v); }
+void clkit_arg_float(clkit_args *a, float v) { clkit_arg(a, sizeof v, &v); }
+
+static void kernel_name(cl_kernel k, char *name, size_t n)
+{
+    snprintf(name, n, "?");
+    clGetKernelInfo(k, CL_KERNEL_FUNCTION_NAME, n, name, NULL);
+    name[n - 1] = 0;
+}
+
+static clkit_status check_args(clkit_context *ctx, const clkit_args *a)
+{
+    char name[128];
+    cl_uint declared = 0;
+    if (a->err == CL_SUCCESS && clGetKernelInfo(a->k, CL_KERNEL_NUM_ARGS, sizeof declared, &declared,
+                                                NULL) == CL_SUCCESS && declared == a->n)
+        return CLKIT_OK;
+    kernel_name(a->k, name, sizeof name);
+    if (a->err != CL_SUCCESS)
+        return clkit_fail(ctx, CLKIT_ERR_OPENCL, "%s: clSetKernelArg(%u) failed with %s", name,
+                          a->err_at, clkit_cl_error_name(a->err));
+    return clkit_fail(ctx, CLKIT_ERR_OPENCL, "%s declares %u arguments, the host set %u", name,
+                      declared, a->n);
+}
+
+clkit_status clkit_run(clkit_context *ctx, const clkit_args *a, cl_uint dims, const size_t *global,
+                       const size_t *local)
+{
+    clkit_status s = check_args(ctx, a);
+    if (s) return s;
+    size_t wg = 1, limit = clkit_kernel_wg_limit(ctx, a->k);
+    for (cl_uint d = 0; local && d < dims; d++) wg *= local[d];
+    char name[128];
+    if (wg > limit) {
+        kernel_name(a->k, name, sizeof name);
+        return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "%s runs at most %zu work-items per group; "
+                          "the plan asks %zu", name, limit, wg);
     }
-    return s;
-}
-
-clkit_status clkit_set_args(clkit_context *ctx, cl_kernel k, int count, ...)
-{
-    va_list ap;
-    va_start(ap, count);
-    clkit_status s = set_args_v(ctx, k, 0, count, ap);
-    va_end(ap);
-    return s;
+    cl_event ev = NULL;
+    cl_int err = clEnqueueNDRangeKernel(ctx->queue, a->k, dims, NULL, global, local, 0, NULL,
+                                        ctx->recording ? &ev : NULL);
+    if (err != CL_SUCCESS) {
+        kernel_name(a->k, name, sizeof name);
+        return clkit_fail(ctx, err == CL_OUT_OF_RESOURCES ? CLKIT_ERR_OUT_OF_MEMORY : CLKIT_ERR_OPENCL,
+                          "launching %s (global %zu, local %zu) failed with %s", name,
+                          global[0], local ? local[0] : 0, clkit_cl_error_name(err));
+    }
+    clkit_record_event(ctx, ev);
+    return CLKIT_OK;
 }
 
 clkit_status clkit_launch_pointwise(clkit_context *ctx, const char *file, const char *base,
                                     const char *options, int n, const clkit_tensor *const *ts,
-                                    int nextra, ...)
+                                    clkit_extra_args extra, const void *user)
 {
     clkit_view v[8];
     int ndim;
@@ -46,44 +84,21 @@ clkit_status clkit_launch_pointwise(clkit_context *ctx, const char *file, const 
     snprintf(name, sizeof name, "%s_%s", base, dense ? "dense" : "strided");
     cl_kernel k;
     clkit_status s = clkit_get_kernel(ctx, file, name, options, &k);
-    cl_uint arg = 0;
-    for (int i = 0; i < n && !s; i++) {
-        s = clkit_set_arg(ctx, k, arg++, sizeof(cl_mem), &ts[i]->buffer);
-        if (!s) s = clkit_set_arg(ctx, k, arg++, sizeof(cl_long), &v[i].offset);
-        if (!s && !dense) s = clkit_set_arg(ctx, k, arg++, sizeof(cl_long4), &v[i].strides);
+    if (s) return s;
+    clkit_args a = clkit_args_of(k);
+    for (int i = 0; i < n; i++) {
+        clkit_arg_mem(&a, ts[i]->buffer);
+        clkit_arg_long(&a, v[i].offset);
+        if (!dense) clkit_arg_long4(&a, v[i].strides);
     }
     cl_long count = clkit_numel(ts[0]);
-    if (!s && !dense) s = clkit_set_arg(ctx, k, arg++, sizeof(cl_long4), &v[0].shape);
-    if (!s) s = clkit_set_arg(ctx, k, arg++, sizeof count, &count);
-    if (!s) {
-        va_list ap;
-        va_start(ap, nextra);
-        s = set_args_v(ctx, k, arg, nextra, ap);
-        va_end(ap);
-    }
-    if (s) return s;
+    if (!dense) clkit_arg_long4(&a, v[0].shape);
+    clkit_arg_long(&a, count);
+    if (extra) extra(&a, user);
     size_t wg = clkit_stream_wg(&ctx->props, clkit_kernel_wg_limit(ctx, k));
     uint64_t items = dense ? ((uint64_t)count + 3) / 4 : (uint64_t)count;
     size_t global = clkit_stream_groups(&ctx->props, items, wg) * wg;
-    return clkit_launch(ctx, k, 1, &global, &wg);
-}
-
-clkit_status clkit_launch(clkit_context *ctx, cl_kernel k, cl_uint dims, const size_t *global,
-                          const size_t *local)
-{
-    cl_event ev = NULL;
-    cl_int err = clEnqueueNDRangeKernel(ctx->queue, k, dims, NULL, global, local, 0, NULL,
-                                        ctx->recording ? &ev : NULL);
-    if (err != CL_SUCCESS) {
-        char name[128] = "?";
-        clGetKernelInfo(k, CL_KERNEL_FUNCTION_NAME, sizeof name, name, NULL);
-        name[sizeof name - 1] = 0;
-        return clkit_fail(ctx, err == CL_OUT_OF_RESOURCES ? CLKIT_ERR_OUT_OF_MEMORY : CLKIT_ERR_OPENCL,
-                          "launching %s (global %zu, local %zu) failed with %s", name,
-                          global[0], local ? local[0] : 0, clkit_cl_error_name(err));
-    }
-    clkit_record_event(ctx, ev);
-    return CLKIT_OK;
+    return clkit_run(ctx, &a, 1, &global, &wg);
 }
 
 void clkit_record_event(clkit_context *ctx, cl_event ev)

@@ -23,5 +23,5 @@ clkit_status clkit_add(clkit_context *ctx, const clkit_tensor *x, const clkit_te
         return s;
     if (clkit_numel(out) == 0) return CLKIT_OK;
     const clkit_tensor *ts[] = {x, y, out};
-    return clkit_launch_pointwise(ctx, "add.cl", "add", clkit_dtype_macro(x->dtype), 3, ts, 0);
+    return clkit_launch_pointwise(ctx, "add.cl", "add", clkit_dtype_macro(x->dtype), 3, ts, NULL, NULL);
 }

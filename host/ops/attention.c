@@ -279,29 +279,9 @@ static kview kview_of(const clkit_tensor *t)
     return v;
 }
 
-/* Kernel arguments in order; the first failure is kept. */
-typedef struct args {
-    cl_kernel k;
-    cl_uint n;
-    cl_int err;
-} args;
-
-static void arg(args *a, size_t size, const void *value)
+static void arg_view(clkit_args *a, const kview *v)
 {
-    if (a->err == CL_SUCCESS) a->err = clSetKernelArg(a->k, a->n, size, value);
-    a->n++;
-}
-
-static void arg_view(args *a, const kview *v)
-{
-    arg(a, sizeof v->buf, &v->buf);
-    arg(a, sizeof v->off, &v->off);
-    arg(a, sizeof v->st, &v->st);
-}
-
-static clkit_status args_done(clkit_context *ctx, const args *a)
-{
-    return a->err == CL_SUCCESS ? CLKIT_OK : clkit_cl_fail(ctx, a->err, "clSetKernelArg (attention)");
+    clkit_arg_mem(a, v->buf), clkit_arg_long(a, v->off), clkit_arg_long4(a, v->st);
 }
 
 static void build_options(const problem *p, const tiles *t, int bwd, char *buf, size_t n)
@@ -609,14 +589,13 @@ static clkit_status forward(clkit_context *ctx, const call *c, const tiles *forc
     cl_int hq = (cl_int)p.hq, group = (cl_int)(p.hq / p.hkv), lq = (cl_int)p.lq, lk = (cl_int)p.lk;
     cl_int causal = p.causal;
     float scale2 = scale_log2(&p);
-    args a = {kern, 0, CL_SUCCESS};
+    clkit_args a = clkit_args_of(kern);
     arg_view(&a, &vq), arg_view(&a, &vk), arg_view(&a, &vv), arg_view(&a, &vo), arg_view(&a, &vl);
-    arg(&a, 4, &hq), arg(&a, 4, &group), arg(&a, 4, &lq), arg(&a, 4, &lk), arg(&a, 4, &causal);
-    arg(&a, 4, &scale2);
-    if ((s = args_done(ctx, &a))) return s;
+    clkit_arg(&a, 4, &hq), clkit_arg(&a, 4, &group), clkit_arg(&a, 4, &lq), clkit_arg(&a, 4, &lk), clkit_arg(&a, 4, &causal);
+    clkit_arg(&a, 4, &scale2);
     /* Heads across, blocks down: cl/attention.cl's grid_block. */
     size_t global[2] = {(size_t)(p.b * p.hq) * t.wg, groups_of(p.lq, t.bm)}, local[2] = {t.wg, 1};
-    return clkit_launch(ctx, kern, 2, global, local);
+    return clkit_run(ctx, &a, 2, global, local);
 }
 
 /* ---- backward ---- */
@@ -629,11 +608,9 @@ static clkit_status launch_delta(clkit_context *ctx, cl_kernel kern, const probl
                                  const bwd_views *bv)
 {
     cl_int hq = (cl_int)p->hq, lq = (cl_int)p->lq;
-    args a = {kern, 0, CL_SUCCESS};
+    clkit_args a = clkit_args_of(kern);
     arg_view(&a, &bv->o), arg_view(&a, &bv->dout);
-    arg(&a, sizeof bv->delta.buf, &bv->delta.buf), arg(&a, 4, &hq), arg(&a, 4, &lq);
-    clkit_status s = args_done(ctx, &a);
-    if (s) return s;
+    clkit_arg(&a, sizeof bv->delta.buf, &bv->delta.buf), clkit_arg(&a, 4, &hq), clkit_arg(&a, 4, &lq);
     /* DELTA_LANES work-items a row, DELTA_WG at most a group (cl/attention.cl). */
     size_t lanes = 8, wg = clkit_kernel_wg_limit(ctx, kern);
     wg = (wg < 256 ? wg : 256) / lanes * lanes;
@@ -642,7 +619,7 @@ static clkit_status launch_delta(clkit_context *ctx, cl_kernel kern, const probl
     size_t rows = wg / lanes;
     size_t global[2] = {groups_of(p->lq, (int)rows) * wg, (size_t)(p->b * p->hq)};
     size_t local[2] = {wg, 1};
-    return clkit_launch(ctx, kern, 2, global, local);
+    return clkit_run(ctx, &a, 2, global, local);
 }
 
 /* dq (dkdv 0) or dk and dv (dkdv 1): the arguments the two kernels share, then the launch. */
@@ -655,20 +632,18 @@ static clkit_status launch_grad(clkit_context *ctx, cl_kernel kern, const proble
        as serving one head of no queries, whose dK and dV are the zeros that Lq = 0 gives. */
     if (group == 0) hq = (cl_int)p->hkv, group = 1, lq = 0;
     float scale2 = scale_log2(p), scale = p->scale;
-    args a = {kern, 0, CL_SUCCESS};
+    clkit_args a = clkit_args_of(kern);
     arg_view(&a, &bv->q), arg_view(&a, &bv->k), arg_view(&a, &bv->v), arg_view(&a, &bv->dout);
-    arg(&a, sizeof bv->lse.buf, &bv->lse.buf), arg(&a, 8, &bv->lse.off), arg(&a, sizeof bv->lse.st, &bv->lse.st);
-    arg(&a, sizeof bv->delta.buf, &bv->delta.buf);
+    clkit_arg(&a, sizeof bv->lse.buf, &bv->lse.buf), clkit_arg(&a, 8, &bv->lse.off), clkit_arg(&a, sizeof bv->lse.st, &bv->lse.st);
+    clkit_arg(&a, sizeof bv->delta.buf, &bv->delta.buf);
     if (dkdv) arg_view(&a, &bv->dk), arg_view(&a, &bv->dv);
     else arg_view(&a, &bv->dq);
-    arg(&a, 4, &hq), arg(&a, 4, &group), arg(&a, 4, &lq), arg(&a, 4, &lk), arg(&a, 4, &causal);
-    arg(&a, 4, &scale2), arg(&a, 4, &scale);
-    clkit_status s = args_done(ctx, &a);
-    if (s) return s;
+    clkit_arg(&a, 4, &hq), clkit_arg(&a, 4, &group), clkit_arg(&a, 4, &lq), clkit_arg(&a, 4, &lk), clkit_arg(&a, 4, &causal);
+    clkit_arg(&a, 4, &scale2), clkit_arg(&a, 4, &scale);
     size_t global[2] = {(size_t)(p->b * (dkdv ? p->hkv : p->hq)) * t->wg,
                         groups_of(dkdv ? p->lk : p->lq, t->bm)};
     size_t local[2] = {t->wg, 1};
-    return clkit_launch(ctx, kern, 2, global, local);
+    return clkit_run(ctx, &a, 2, global, local);
 }
 
 static clkit_status check_backward(clkit_context *ctx, const call *c, problem *p)

@@ -83,12 +83,10 @@ static clkit_status launch_transpose(clkit_context *ctx, cl_kernel k, size_t til
                                      const clkit_tensor *x, const clkit_tensor *out,
                                      const clkit_view t[2])
 {
-    clkit_status s = clkit_set_args(ctx, k, 7, sizeof(cl_mem), &x->buffer, sizeof(cl_long),
-                                    &t[0].offset, sizeof(cl_long4), &t[0].strides,
-                                    sizeof(cl_mem), &out->buffer, sizeof(cl_long), &t[1].offset,
-                                    sizeof(cl_long4), &t[1].strides, sizeof(cl_long4),
-                                    &t[0].shape);
-    if (s) return s;
+    clkit_args a = clkit_args_of(k);
+    clkit_arg_mem(&a, x->buffer), clkit_arg_long(&a, t[0].offset), clkit_arg_long4(&a, t[0].strides);
+    clkit_arg_mem(&a, out->buffer), clkit_arg_long(&a, t[1].offset), clkit_arg_long4(&a, t[1].strides);
+    clkit_arg_long4(&a, t[0].shape);
     const cl_long *sh = t[0].shape.s;
     uint64_t edge = tile, tiles = (uint64_t)sh[0] * (uint64_t)sh[1] *
                                   (((uint64_t)sh[2] + edge - 1) / edge) *
@@ -96,7 +94,7 @@ static clkit_status launch_transpose(clkit_context *ctx, cl_kernel k, size_t til
     size_t local[2] = {tile, rows};
     size_t global[2] = {clkit_stream_groups(&ctx->props, tiles * tile * rows, tile * rows) * tile,
                         rows};
-    return clkit_launch(ctx, k, 2, global, local);
+    return clkit_run(ctx, &a, 2, global, local);
 }
 
 clkit_status clkit_copy(clkit_context *ctx, const clkit_tensor *x, const clkit_tensor *out)
@@ -134,5 +132,5 @@ clkit_status clkit_copy(clkit_context *ctx, const clkit_tensor *x, const clkit_t
             return launch_transpose(ctx, k, tile, rows, x, out, t);
         }
     }
-    return clkit_launch_pointwise(ctx, "copy.cl", "copy", opts, 2, ts, 0);
+    return clkit_launch_pointwise(ctx, "copy.cl", "copy", opts, 2, ts, NULL, NULL);
 }

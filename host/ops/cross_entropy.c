@@ -224,15 +224,14 @@ static clkit_status check_targets(clkit_context *ctx, const clkit_tensor *target
     size_t groups = clkit_stream_groups(&ctx->props, (uint64_t)c->t, wg), global = groups * wg;
     scratch part;
     if ((s = scratch_get(ctx, groups * 3 * sizeof(cl_long), &part))) return s;
-    cl_long y_off = (cl_long)(targets->offset / clkit_dtype_size(targets->dtype));
-    cl_long y_stride = targets->strides[0], n = c->t, v = c->v, ignore = c->o.ignore_index;
     cl_long *host = malloc(part.bytes);
     if (!host) s = clkit_fail(ctx, CLKIT_ERR_OUT_OF_MEMORY, "no host memory for %zu bytes", part.bytes);
-    if (!s)
-        s = clkit_set_args(ctx, k, 8, sizeof(cl_mem), &targets->buffer, sizeof y_off, &y_off,
-                           sizeof y_stride, &y_stride, sizeof n, &n, sizeof v, &v, sizeof ignore,
-                           &ignore, sizeof(cl_mem), &c->tgt.buf, sizeof(cl_mem), &part.buf);
-    if (!s) s = clkit_launch(ctx, k, 1, &global, &wg);
+    clkit_args a = clkit_args_of(k);
+    clkit_arg_mem(&a, targets->buffer);
+    clkit_arg_long(&a, (cl_long)(targets->offset / clkit_dtype_size(targets->dtype)));
+    clkit_arg_long(&a, targets->strides[0]), clkit_arg_long(&a, c->t), clkit_arg_long(&a, c->v);
+    clkit_arg_long(&a, c->o.ignore_index), clkit_arg_mem(&a, c->tgt.buf), clkit_arg_mem(&a, part.buf);
+    if (!s) s = clkit_run(ctx, &a, 1, &global, &wg);
     if (!s) {
         cl_int err = clEnqueueReadBuffer(ctx->queue, part.buf, CL_TRUE, 0, part.bytes, host, 0,
                                          NULL, NULL);
@@ -289,15 +288,13 @@ static clkit_status reduce_tokens(clkit_context *ctx, const clkit_tensor *loss, 
     clkit_status s = index_kernel(ctx, "ce_reduce", false, &k, &wg);
     if (s) return s;
     const clkit_tensor *zl = c->o.z_loss;
-    cl_mem zbuf = zl ? zl->buffer : NULL;
-    cl_long n = c->t, l_off = (cl_long)(loss->offset / sizeof(float));
-    cl_long z_off = zl ? (cl_long)(zl->offset / sizeof(float)) : 0;
-    float scale = c->grad_scale;
-    if ((s = clkit_set_args(ctx, k, 8, sizeof(cl_mem), &c->tok.buf, sizeof(cl_mem), &c->ztok.buf,
-                            sizeof n, &n, sizeof scale, &scale, sizeof(cl_mem), &loss->buffer,
-                            sizeof l_off, &l_off, sizeof(cl_mem), &zbuf, sizeof z_off, &z_off)))
-        return s;
-    return clkit_launch(ctx, k, 1, &wg, &wg);
+    clkit_args a = clkit_args_of(k);
+    clkit_arg_mem(&a, c->tok.buf), clkit_arg_mem(&a, c->ztok.buf), clkit_arg_long(&a, c->t);
+    clkit_arg_float(&a, c->grad_scale);
+    clkit_arg_mem(&a, loss->buffer), clkit_arg_long(&a, (cl_long)(loss->offset / sizeof(float)));
+    clkit_arg_mem(&a, zl ? zl->buffer : NULL);
+    clkit_arg_long(&a, zl ? (cl_long)(zl->offset / sizeof(float)) : 0);
+    return clkit_run(ctx, &a, 1, &wg, &wg);
 }
 
 /* ---- row kernels ---- */
@@ -341,13 +338,27 @@ static clkit_status rows_kernel(clkit_context *ctx, const char *name, clkit_dtyp
 }
 
 /* Persistent grid: as many groups as the compute units hold, each looping over rows. */
-static clkit_status launch_rows(clkit_context *ctx, cl_kernel k, size_t wg, int64_t rows)
+static clkit_status launch_rows(clkit_context *ctx, const clkit_args *a, size_t wg, int64_t rows)
 {
     uint64_t local_bytes, private_bytes;
-    clkit_kernel_mem(ctx, k, &local_bytes, &private_bytes);
+    clkit_kernel_mem(ctx, a->k, &local_bytes, &private_bytes);
     unsigned occupancy = clkit_occupancy(&ctx->props, wg, local_bytes, 0);
     size_t global = clkit_persistent_groups(&ctx->props, occupancy, (uint64_t)rows) * wg;
-    return clkit_launch(ctx, k, 1, &global, &wg);
+    return clkit_run(ctx, a, 1, &global, &wg);
+}
+
+/* Where the row kernels put per-token losses and z-losses. */
+static void arg_losses(clkit_args *a, const ce_common *c)
+{
+    clkit_arg_mem(a, c->loss), clkit_arg_long(a, c->l_off), clkit_arg_long(a, c->l_stride);
+    clkit_arg_mem(a, c->zloss), clkit_arg_long(a, c->z_off), clkit_arg_long(a, c->z_stride);
+}
+
+/* Label smoothing, soft-capping and the z-loss scale, in the kernels' order. */
+static void arg_loss_options(clkit_args *a, const ce_common *c)
+{
+    clkit_arg_float(a, c->o.label_smoothing), clkit_arg_float(a, c->o.softcap);
+    clkit_arg_float(a, c->o.z_loss_scale);
 }
 
 /* ---- clkit_cross_entropy ---- */
@@ -387,22 +398,16 @@ static clkit_status run_rows(clkit_context *ctx, const clkit_tensor *logits,
     cl_kernel k;
     clkit_status s = rows_kernel(ctx, "ce_rows", logits->dtype, vec, &wg, &k);
     if (s) return s;
-    cl_mem dbuf = dlogits ? dlogits->buffer : NULL;
-    cl_long n_rows = c->t, v = c->v;
-    float smoothing = c->o.label_smoothing, cap = c->o.softcap, zs = c->o.z_loss_scale;
-    float scale = c->grad_scale;
-    s = clkit_set_args(ctx, k, 21, sizeof(cl_mem), &logits->buffer, sizeof x.off, &x.off,
-                       sizeof x.rs, &x.rs, sizeof x.cs, &x.cs, sizeof(cl_mem), &c->tgt.buf,
-                       sizeof n_rows, &n_rows, sizeof v, &v, sizeof smoothing, &smoothing,
-                       sizeof cap, &cap, sizeof zs, &zs, sizeof scale, &scale, sizeof(cl_mem),
-                       &c->loss, sizeof c->l_off, &c->l_off, sizeof c->l_stride, &c->l_stride,
-                       sizeof(cl_mem), &c->zloss, sizeof c->z_off, &c->z_off, sizeof c->z_stride,
-                       &c->z_stride, sizeof(cl_mem), &dbuf, sizeof d.off, &d.off, sizeof d.rs,
-                       &d.rs, sizeof d.cs, &d.cs);
-    if (s) return s;
+    clkit_args a = clkit_args_of(k);
+    clkit_arg_mem(&a, logits->buffer), clkit_arg_long(&a, x.off), clkit_arg_long(&a, x.rs);
+    clkit_arg_long(&a, x.cs), clkit_arg_mem(&a, c->tgt.buf), clkit_arg_long(&a, c->t);
+    clkit_arg_long(&a, c->v), arg_loss_options(&a, c), clkit_arg_float(&a, c->grad_scale);
+    arg_losses(&a, c);
+    clkit_arg_mem(&a, dlogits ? dlogits->buffer : NULL), clkit_arg_long(&a, d.off);
+    clkit_arg_long(&a, d.rs), clkit_arg_long(&a, d.cs);
     clkit_log(CLKIT_LOG_DEBUG, "cross_entropy %lldx%lld %s: wg %zu vec %u", (long long)c->t,
               (long long)c->v, clkit_dtype_name(logits->dtype), wg, vec);
-    return launch_rows(ctx, k, wg, c->t);
+    return launch_rows(ctx, &a, wg, c->t);
 }
 
 clkit_status clkit_cross_entropy(clkit_context *ctx, const clkit_tensor *logits,
@@ -604,64 +609,52 @@ static clkit_status lce_kernels(clkit_context *ctx, lce *l)
     return CLKIT_OK;
 }
 
-/* Arguments 4..6 of lce_stats and lce_grad: the bias, NULL when there is none. */
-typedef struct bias_args {
-    cl_mem buf;
-    cl_long off, stride;
-} bias_args;
-
-static bias_args make_bias_args(const clkit_tensor *b)
+/* The bias (buffer, offset, stride), NULL when there is none. */
+static void arg_bias(clkit_args *a, const clkit_tensor *b)
 {
-    bias_args a = {NULL, 0, 0};
-    if (b) a = (bias_args){b->buffer, (cl_long)(b->offset / clkit_dtype_size(b->dtype)), b->strides[0]};
-    return a;
+    clkit_arg_mem(a, b ? b->buffer : NULL);
+    clkit_arg_long(a, b ? (cl_long)(b->offset / clkit_dtype_size(b->dtype)) : 0);
+    clkit_arg_long(a, b ? b->strides[0] : 0);
+}
+
+/* The arguments lce_stats and lce_grad open with: the chunk's logits (columns [v0, v0 + n)
+   of the vocabulary), the bias, the targets and the loss options. */
+static void arg_chunk(clkit_args *a, const lce *l, int64_t v0, int64_t n)
+{
+    clkit_arg_mem(a, l->z.buf), clkit_arg_long(a, l->ldz), clkit_arg_long(a, n);
+    clkit_arg_long(a, v0), arg_bias(a, l->bias), clkit_arg_mem(a, l->c.tgt.buf);
+    clkit_arg_long(a, l->c.t), clkit_arg_long(a, l->c.v), arg_loss_options(a, &l->c);
 }
 
 static clkit_status chunk_stats(clkit_context *ctx, const lce *l, int64_t v0, int64_t n,
                                 int first, int last)
 {
     const ce_common *c = &l->c;
-    bias_args b = make_bias_args(l->bias);
-    cl_long ldz = l->ldz, nn = n, v0l = v0, n_rows = c->t, v = c->v;
-    float smoothing = c->o.label_smoothing, cap = c->o.softcap, zs = c->o.z_loss_scale;
-    clkit_status s = clkit_set_args(
-        ctx, l->stats, 22, sizeof(cl_mem), &l->z.buf, sizeof ldz, &ldz, sizeof nn, &nn,
-        sizeof v0l, &v0l, sizeof(cl_mem), &b.buf, sizeof b.off, &b.off, sizeof b.stride,
-        &b.stride, sizeof(cl_mem), &c->tgt.buf, sizeof n_rows, &n_rows, sizeof v, &v,
-        sizeof smoothing, &smoothing, sizeof cap, &cap, sizeof zs, &zs, sizeof(cl_mem),
-        &l->state.buf, sizeof first, &first, sizeof last, &last, sizeof(cl_mem), &c->loss,
-        sizeof c->l_off, &c->l_off, sizeof c->l_stride, &c->l_stride, sizeof(cl_mem), &c->zloss,
-        sizeof c->z_off, &c->z_off, sizeof c->z_stride, &c->z_stride);
-    return s ? s : launch_rows(ctx, l->stats, l->wg, c->t);
+    clkit_args a = clkit_args_of(l->stats);
+    arg_chunk(&a, l, v0, n);
+    clkit_arg_mem(&a, l->state.buf), clkit_arg_int(&a, first), clkit_arg_int(&a, last);
+    arg_losses(&a, c);
+    return launch_rows(ctx, &a, l->wg, c->t);
 }
 
 /* dloss/dz of the chunk (of the summed loss) into the gradient scratch (z itself for f32). */
 static clkit_status chunk_grad(clkit_context *ctx, const lce *l, int64_t v0, int64_t n)
 {
-    const ce_common *c = &l->c;
-    bias_args b = make_bias_args(l->bias);
-    cl_mem sbuf = l->s.buf ? l->s.buf : l->z.buf;
-    cl_long ldz = l->ldz, nn = n, v0l = v0, n_rows = c->t, v = c->v, lds = l->lds;
-    float smoothing = c->o.label_smoothing, cap = c->o.softcap, zs = c->o.z_loss_scale;
-    clkit_status s = clkit_set_args(
-        ctx, l->grad, 16, sizeof(cl_mem), &l->z.buf, sizeof ldz, &ldz, sizeof nn, &nn,
-        sizeof v0l, &v0l, sizeof(cl_mem), &b.buf, sizeof b.off, &b.off, sizeof b.stride,
-        &b.stride, sizeof(cl_mem), &c->tgt.buf, sizeof n_rows, &n_rows, sizeof v, &v,
-        sizeof smoothing, &smoothing, sizeof cap, &cap, sizeof zs, &zs, sizeof(cl_mem),
-        &l->state.buf, sizeof(cl_mem), &sbuf, sizeof lds, &lds);
-    return s ? s : launch_rows(ctx, l->grad, l->wg, c->t);
+    clkit_args a = clkit_args_of(l->grad);
+    arg_chunk(&a, l, v0, n);
+    clkit_arg_mem(&a, l->state.buf), clkit_arg_mem(&a, l->s.buf ? l->s.buf : l->z.buf);
+    clkit_arg_long(&a, l->lds);
+    return launch_rows(ctx, &a, l->wg, l->c.t);
 }
 
 /* lce_zgrad on the first n columns of the logits kept in s. */
 static clkit_status zgrad(clkit_context *ctx, const lce *l, const ce_common *c, int64_t n)
 {
-    cl_long ldz = l->lds, nn = n, v = c->v, n_rows = c->t;
-    float smoothing = c->o.label_smoothing, cap = c->o.softcap, zs = c->o.z_loss_scale;
-    clkit_status s = clkit_set_args(
-        ctx, l->grad, 10, sizeof(cl_mem), &l->s.buf, sizeof ldz, &ldz, sizeof nn, &nn, sizeof v, &v,
-        sizeof(cl_mem), &c->tgt.buf, sizeof n_rows, &n_rows, sizeof smoothing, &smoothing,
-        sizeof cap, &cap, sizeof zs, &zs, sizeof(cl_mem), &l->state.buf);
-    return s ? s : launch_rows(ctx, l->grad, l->zwg, c->t);
+    clkit_args a = clkit_args_of(l->grad);
+    clkit_arg_mem(&a, l->s.buf), clkit_arg_long(&a, l->lds), clkit_arg_long(&a, n);
+    clkit_arg_long(&a, c->v), clkit_arg_mem(&a, c->tgt.buf), clkit_arg_long(&a, c->t);
+    arg_loss_options(&a, c), clkit_arg_mem(&a, l->state.buf);
+    return launch_rows(ctx, &a, l->zwg, c->t);
 }
 
 /* Column sums of n_rows rows of the gradient into dbias entries [v0, v0 + n), through the f32
@@ -670,31 +663,29 @@ static clkit_status zgrad(clkit_context *ctx, const lce *l, const ce_common *c, 
 static clkit_status chunk_dbias(clkit_context *ctx, const lce *l, cl_mem sbuf, int64_t n_rows,
                                 int64_t v0, int64_t n, int first, int last)
 {
-    cl_long lds = l->lds, rows = n_rows, nn = n, stride = l->db->strides[0];
-    cl_long off = (cl_long)(l->db->offset / clkit_dtype_size(l->dt)) + v0 * stride;
-    float scale = l->c.grad_scale;
-    clkit_status s = clkit_set_args(ctx, l->dbias, 11, sizeof(cl_mem), &sbuf, sizeof lds, &lds,
-                                    sizeof rows, &rows, sizeof nn, &nn, sizeof(cl_mem),
-                                    &l->bacc.buf, sizeof first, &first, sizeof last, &last,
-                                    sizeof scale, &scale, sizeof(cl_mem), &l->db->buffer,
-                                    sizeof off, &off, sizeof stride, &stride);
+    cl_long stride = l->db->strides[0];
+    clkit_args a = clkit_args_of(l->dbias);
+    clkit_arg_mem(&a, sbuf), clkit_arg_long(&a, l->lds), clkit_arg_long(&a, n_rows);
+    clkit_arg_long(&a, n), clkit_arg_mem(&a, l->bacc.buf), clkit_arg_int(&a, first);
+    clkit_arg_int(&a, last), clkit_arg_float(&a, l->c.grad_scale), clkit_arg_mem(&a, l->db->buffer);
+    clkit_arg_long(&a, (cl_long)(l->db->offset / clkit_dtype_size(l->dt)) + v0 * stride);
+    clkit_arg_long(&a, stride);
     size_t global[2] = {(size_t)round_up(n, DB_COLS), DB_ROWS}, local[2] = {DB_COLS, DB_ROWS};
-    return s ? s : clkit_launch(ctx, l->dbias, 2, global, local);
+    return clkit_run(ctx, &a, 2, global, local);
 }
 
 /* out (n x d, 16-bit or f32) = the sum of `splits` f32 (n x d) partial products in l->part. */
 static clkit_status split_sum(clkit_context *ctx, const lce *l, int splits, const clkit_tensor *out)
 {
-    cl_long nn = out->shape[0], dd = out->shape[1], s0 = out->strides[0], s1 = out->strides[1];
-    cl_long off = (cl_long)(out->offset / clkit_dtype_size(out->dtype));
-    cl_int sp = splits;
-    clkit_status s = clkit_set_args(ctx, l->split_sum, 8, sizeof(cl_mem), &l->part.buf, sizeof nn, &nn,
-                                    sizeof dd, &dd, sizeof sp, &sp, sizeof(cl_mem), &out->buffer,
-                                    sizeof off, &off, sizeof s0, &s0, sizeof s1, &s1);
-    if (s) return s;
+    cl_long nn = out->shape[0], dd = out->shape[1];
+    clkit_args a = clkit_args_of(l->split_sum);
+    clkit_arg_mem(&a, l->part.buf), clkit_arg_long(&a, nn), clkit_arg_long(&a, dd);
+    clkit_arg_int(&a, splits), clkit_arg_mem(&a, out->buffer);
+    clkit_arg_long(&a, (cl_long)(out->offset / clkit_dtype_size(out->dtype)));
+    clkit_arg_long(&a, out->strides[0]), clkit_arg_long(&a, out->strides[1]);
     size_t wg = clkit_stream_wg(&ctx->props, clkit_kernel_wg_limit(ctx, l->split_sum));
     size_t global = clkit_stream_groups(&ctx->props, (uint64_t)(nn * dd), wg) * wg;
-    return clkit_launch(ctx, l->split_sum, 1, &global, &wg);
+    return clkit_run(ctx, &a, 1, &global, &wg);
 }
 
 /* out (n x d) = grad_scale a (n x k) b (k x d). Split in `splits` slices of k (which they
@@ -775,6 +766,25 @@ static void fused_config(const int *t, char *buf, size_t n)
              t[0], t[1], t[2], t[3], t[4], t[5], t[6] ? ",WGMMA=1" : "");
 }
 
+typedef struct fused_chunk {
+    const lce *l;
+    const ce_common *c; /* the call's, or a token slice's */
+    int64_t v0;
+} fused_chunk;
+
+/* cl/matmul.cl's EPI_CE_DECL, after the operands. */
+static void arg_epilogue(clkit_args *a, const void *user)
+{
+    const fused_chunk *fc = user;
+    const lce *l = fc->l;
+    const ce_common *c = fc->c;
+    arg_bias(a, l->bias), clkit_arg_mem(a, c->tgt.buf), clkit_arg_long(a, fc->v0);
+    clkit_arg_float(a, c->o.softcap), clkit_arg_mem(a, l->ms.buf), clkit_arg_mem(a, l->sz.buf);
+    clkit_arg_mem(a, l->zt.buf), clkit_arg_long(a, l->slots), clkit_arg_mem(a, l->state.buf);
+    clkit_arg_float(a, c->o.label_smoothing), clkit_arg_float(a, c->o.z_loss_scale);
+    clkit_arg_long(a, c->v);
+}
+
 /* The chunk's product x W[v0 : v0 + n]^T (x: c->t rows) through matmul_mma with the CE
    epilogue epi: per-tile states ("STATS"; "STATS -D CE_STORE" also keeps the logits in s) or
    dloss/dz of the summed loss into s ("GRAD"). Bias and soft-capping are compiled in only
@@ -782,18 +792,11 @@ static void fused_config(const int *t, char *buf, size_t n)
 static clkit_status fused_gemm(clkit_context *ctx, const lce *l, const ce_common *c,
                                const clkit_tensor *x, const char *epi, int64_t v0, int64_t n)
 {
-    bias_args b = make_bias_args(l->bias);
-    cl_long v0l = v0, slots = l->slots, v = c->v;
-    float cap = c->o.softcap, smoothing = c->o.label_smoothing, zs = c->o.z_loss_scale;
     char define[80], config[160];
     snprintf(define, sizeof define, "-D EPI_CE_%s%s%s", epi, l->bias ? " -D CE_BIAS" : "",
-             cap > 0.0f ? " -D CE_CAP" : "");
-    clkit_matmul_epilogue e = {define, 14,
-        {sizeof(cl_mem), sizeof b.off, sizeof b.stride, sizeof(cl_mem), sizeof v0l, sizeof cap,
-         sizeof(cl_mem), sizeof(cl_mem), sizeof(cl_mem), sizeof slots, sizeof(cl_mem),
-         sizeof smoothing, sizeof zs, sizeof v},
-        {&b.buf, &b.off, &b.stride, &c->tgt.buf, &v0l, &cap, &l->ms.buf, &l->sz.buf, &l->zt.buf,
-         &slots, &l->state.buf, &smoothing, &zs, &v}};
+             c->o.softcap > 0.0f ? " -D CE_CAP" : "");
+    const fused_chunk fc = {l, c, v0};
+    clkit_matmul_epilogue e = {define, arg_epilogue, &fc};
     clkit_tensor wt = row_slice(l->w, v0, n, true);
     clkit_tensor g = matrix(l->s.buf, l->dt, 0, c->t, n, l->lds, 1);
     fused_config(l->gemm, config, sizeof config);
@@ -804,16 +807,12 @@ static clkit_status fused_gemm(clkit_context *ctx, const lce *l, const ce_common
 
 static clkit_status fused_merge(clkit_context *ctx, const lce *l, const ce_common *c)
 {
-    cl_mem sz = l->sz.buf;
-    cl_long tiles = l->slots, n_rows = c->t, v = c->v;
-    float smoothing = c->o.label_smoothing, zs = c->o.z_loss_scale;
-    clkit_status s = clkit_set_args(
-        ctx, l->stats, 16, sizeof(cl_mem), &l->ms.buf, sizeof(cl_mem), &sz, sizeof(cl_mem),
-        &l->zt.buf, sizeof tiles, &tiles, sizeof(cl_mem), &c->tgt.buf, sizeof n_rows, &n_rows,
-        sizeof v, &v, sizeof smoothing, &smoothing, sizeof zs, &zs, sizeof(cl_mem), &l->state.buf,
-        sizeof(cl_mem), &c->loss, sizeof c->l_off, &c->l_off, sizeof c->l_stride, &c->l_stride,
-        sizeof(cl_mem), &c->zloss, sizeof c->z_off, &c->z_off, sizeof c->z_stride, &c->z_stride);
-    return s ? s : launch_rows(ctx, l->stats, l->wg, c->t);
+    clkit_args a = clkit_args_of(l->stats);
+    clkit_arg_mem(&a, l->ms.buf), clkit_arg_mem(&a, l->sz.buf), clkit_arg_mem(&a, l->zt.buf);
+    clkit_arg_long(&a, l->slots), clkit_arg_mem(&a, c->tgt.buf), clkit_arg_long(&a, c->t);
+    clkit_arg_long(&a, c->v), clkit_arg_float(&a, c->o.label_smoothing);
+    clkit_arg_float(&a, c->o.z_loss_scale), clkit_arg_mem(&a, l->state.buf), arg_losses(&a, c);
+    return launch_rows(ctx, &a, l->wg, c->t);
 }
 
 /* Slices of a GEMM's reduction (length k) for an (n x d) output whose 128 x 128 tile grid is

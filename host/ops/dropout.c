@@ -4,6 +4,22 @@
 
 #include <math.h>
 
+typedef struct dropout_params {
+    float p;
+    uint64_t seed;
+} dropout_params;
+
+static void dropout_args(clkit_args *a, const void *user)
+{
+    const dropout_params *dp = user;
+    /* u >= p with u = k * 2^-24 for an integer k is k >= ceil(p * 2^24): exact, as p * 2^24
+       is exact in f32. */
+    clkit_arg_uint(a, (cl_uint)ceilf(dp->p * 0x1p24f));
+    clkit_arg_float(a, dp->p < 1.0f ? 1.0f / (1.0f - dp->p) : 0.0f);
+    clkit_arg_uint(a, (cl_uint)dp->seed);
+    clkit_arg_uint(a, (cl_uint)(dp->seed >> 32));
+}
+
 clkit_status clkit_dropout(clkit_context *ctx, const clkit_tensor *x, const clkit_tensor *out,
                            float p, uint64_t seed)
 {
@@ -23,13 +39,8 @@ clkit_status clkit_dropout(clkit_context *ctx, const clkit_tensor *x, const clki
         (s = clkit_check_disjoint(ctx, out, "out", x, "x", true)))
         return s;
     if (clkit_numel(out) == 0) return CLKIT_OK;
-    /* u >= p with u = k * 2^-24 for an integer k is k >= ceil(p * 2^24): exact, as p * 2^24
-       is exact in f32. */
-    cl_uint threshold = (cl_uint)ceilf(p * 0x1p24f);
-    cl_float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
-    cl_uint key_lo = (cl_uint)seed, key_hi = (cl_uint)(seed >> 32);
     const clkit_tensor *ts[] = {x, out};
+    const dropout_params dp = {p, seed};
     return clkit_launch_pointwise(ctx, "dropout.cl", "dropout", clkit_dtype_macro(x->dtype), 2, ts,
-                                  4, sizeof threshold, &threshold, sizeof scale, &scale,
-                                  sizeof key_lo, &key_lo, sizeof key_hi, &key_hi);
+                                  dropout_args, &dp);
 }

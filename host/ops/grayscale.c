@@ -79,14 +79,14 @@ clkit_status clkit_rgb_to_gray(clkit_context *ctx, const clkit_tensor *rgb,
     if ((s = clkit_get_kernel(ctx, "grayscale.cl", "gray", opts, &k))) return s;
     cl_long rgb_off = (cl_long)(rgb->offset / es), gray_off = (cl_long)(gray->offset / es);
     cl_long h = gray->shape[0], w = gray->shape[1];
-    s = clkit_set_args(ctx, k, 11, sizeof(cl_mem), &rgb->buffer, sizeof rgb_off, &rgb_off,
-                       sizeof(cl_long), &rgb->strides[0], sizeof(cl_long), &rgb->strides[1],
-                       sizeof(cl_long), &rgb->strides[2], sizeof(cl_mem), &gray->buffer,
-                       sizeof gray_off, &gray_off, sizeof(cl_long), &gray->strides[0],
-                       sizeof(cl_long), &gray->strides[1], sizeof h, &h, sizeof w, &w);
-    if (s) return s;
+    clkit_args a = clkit_args_of(k);
+    clkit_arg_mem(&a, rgb->buffer), clkit_arg_long(&a, rgb_off);
+    for (int d = 0; d < 3; d++) clkit_arg_long(&a, rgb->strides[d]);
+    clkit_arg_mem(&a, gray->buffer), clkit_arg_long(&a, gray_off);
+    clkit_arg_long(&a, gray->strides[0]), clkit_arg_long(&a, gray->strides[1]);
+    clkit_arg_long(&a, h), clkit_arg_long(&a, w);
     size_t local[2], global[2];
     plan(&ctx->props, clkit_stream_wg(&ctx->props, clkit_kernel_wg_limit(ctx, k)), (uint64_t)h,
          (uint64_t)w, pixels, local, global);
-    return clkit_launch(ctx, k, 2, global, local);
+    return clkit_run(ctx, &a, 2, global, local);
 }

@@ -167,6 +167,24 @@ static line_view line_of(const clkit_tensor *t, cl_mem stand_in)
 
 static int64_t mod(int64_t a, int64_t b) { return ((a % b) + b) % b; }
 
+static void arg_rows(clkit_args *a, const rows_view *v)
+{
+    clkit_arg_mem(a, v->buf), clkit_arg_long(a, v->off), clkit_arg_long(a, v->rs), clkit_arg_long(a, v->cs);
+}
+
+static void arg_line(clkit_args *a, const line_view *v)
+{
+    clkit_arg_mem(a, v->buf), clkit_arg_long(a, v->off), clkit_arg_long(a, v->s);
+}
+
+/* The row count, then the row length: 32-bit for the kernels that hold a row on chip. */
+static void arg_extent(clkit_args *a, cl_long m, cl_long n, int loop)
+{
+    clkit_arg_long(a, m);
+    if (loop) clkit_arg_long(a, n);
+    else clkit_arg_int(a, (cl_int)n);
+}
+
 /* 16-byte accesses need unit columns, row strides of whole vectors and one phase (the start's
    distance past an aligned address) shared by every row operand, so that a lane's positions
    are the same columns in each of them and in every row. */
@@ -378,24 +396,16 @@ static clkit_status forward(clkit_context *ctx, const clkit_tensor *x, const clk
     cl_kernel k;
     clkit_status s = plan_kernel(ctx, x->shape[1], vec, phase, x->dtype, false, &plan, &k);
     if (s) return s;
-    cl_long m = x->shape[0], n = x->shape[1];
-    cl_int n32 = (cl_int)n, a = phase;
-    s = clkit_set_args(ctx, k, 25, sizeof(cl_mem), &rv[0].buf, sizeof(cl_long), &rv[0].off,
-                       sizeof(cl_long), &rv[0].rs, sizeof(cl_long), &rv[0].cs, sizeof(cl_mem),
-                       &rv[1].buf, sizeof(cl_long), &rv[1].off, sizeof(cl_long), &rv[1].rs,
-                       sizeof(cl_long), &rv[1].cs, sizeof(cl_mem), &wb[0].buf, sizeof(cl_long),
-                       &wb[0].off, sizeof(cl_long), &wb[0].s, sizeof(cl_mem), &wb[1].buf,
-                       sizeof(cl_long), &wb[1].off, sizeof(cl_long), &wb[1].s, sizeof(cl_mem),
-                       &mv.buf, sizeof(cl_long), &mv.off, sizeof(cl_long), &mv.s, sizeof(cl_mem),
-                       &sv.buf, sizeof(cl_long), &sv.off, sizeof(cl_long), &sv.s, sizeof m, &m,
-                       plan.loop ? sizeof n : sizeof n32,
-                       plan.loop ? (const void *)&n : (const void *)&n32, sizeof a, &a,
-                       sizeof eps, &eps, sizeof flags, &flags);
-    if (s) return s;
+    cl_long m = x->shape[0];
+    clkit_args a = clkit_args_of(k);
+    arg_rows(&a, &rv[0]), arg_rows(&a, &rv[1]);
+    arg_line(&a, &wb[0]), arg_line(&a, &wb[1]), arg_line(&a, &mv), arg_line(&a, &sv);
+    arg_extent(&a, m, x->shape[1], plan.loop);
+    clkit_arg_int(&a, phase), clkit_arg_float(&a, eps), clkit_arg_int(&a, flags);
     size_t wg = (size_t)plan.team * plan.rows, groups = grid_groups(ctx, k, &plan, m, LN_FWD_REGS(&plan));
     size_t global = groups * wg;
     log_plan("layernorm forward", x, &plan, phase, groups);
-    return clkit_launch(ctx, k, 1, &global, &wg);
+    return clkit_run(ctx, &a, 1, &global, &wg);
 }
 
 clkit_status clkit_layernorm_forward(clkit_context *ctx, const clkit_tensor *x,
@@ -444,14 +454,11 @@ static clkit_status reduce_partials(clkit_context *ctx, cl_mem part, cl_int part
     }
     line_view dw = line_of(dweight, any->buffer), db = line_of(dbias, any->buffer);
     cl_int flags = (dweight ? LN_WANT_DW : 0) | (dbias ? LN_WANT_DB : 0);
-    clkit_status s = clkit_set_args(ctx, k, 10, sizeof(cl_mem), &part, sizeof parts, &parts,
-                                    sizeof n, &n, sizeof(cl_mem), &dw.buf, sizeof(cl_long), &dw.off,
-                                    sizeof(cl_long), &dw.s, sizeof(cl_mem), &db.buf,
-                                    sizeof(cl_long), &db.off, sizeof(cl_long), &db.s,
-                                    sizeof flags, &flags);
-    if (s) return s;
+    clkit_args a = clkit_args_of(k);
+    clkit_arg_mem(&a, part), clkit_arg_int(&a, parts), clkit_arg_long(&a, n);
+    arg_line(&a, &dw), arg_line(&a, &db), clkit_arg_int(&a, flags);
     size_t wg = (size_t)cols * slices, global = (size_t)div_up((uint64_t)n, cols) * wg;
-    return clkit_launch(ctx, k, 1, &global, &wg);
+    return clkit_run(ctx, &a, 1, &global, &wg);
 }
 
 /* Groups of the backward's grid whose partial rows fit one allocation: 2 x groups x rows x N
@@ -484,28 +491,21 @@ static clkit_status backward(clkit_context *ctx, const bwd_args *t)
     clkit_status s = plan_kernel(ctx, x->shape[1], vec, phase, x->dtype, true, &plan, &k);
     if (s) return s;
     cl_long m = x->shape[0], n = x->shape[1];
-    cl_int n32 = (cl_int)n, a = phase;
     size_t groups = grid_groups(ctx, k, &plan, m, LN_BWD_REGS(plan.items));
     if (grads) groups = fit_partials(ctx, groups, plan.rows, n);
     cl_int parts = (cl_int)(groups * plan.rows);
     size_t part_bytes = grads ? 2 * (size_t)parts * (size_t)n * sizeof(float) : 0;
     cl_mem part = x->buffer;
     if (grads && (s = clkit_scratch_alloc(ctx, part_bytes, &part))) return s;
-    s = clkit_set_args(ctx, k, 26, sizeof(cl_mem), &rv[0].buf, sizeof(cl_long), &rv[0].off,
-                       sizeof(cl_long), &rv[0].rs, sizeof(cl_long), &rv[0].cs, sizeof(cl_mem),
-                       &rv[1].buf, sizeof(cl_long), &rv[1].off, sizeof(cl_long), &rv[1].rs,
-                       sizeof(cl_long), &rv[1].cs, sizeof(cl_mem), &wv.buf, sizeof(cl_long),
-                       &wv.off, sizeof(cl_long), &wv.s, sizeof(cl_mem), &mv.buf, sizeof(cl_long),
-                       &mv.off, sizeof(cl_long), &mv.s, sizeof(cl_mem), &sv.buf, sizeof(cl_long),
-                       &sv.off, sizeof(cl_long), &sv.s, sizeof(cl_mem), &rv[2].buf,
-                       sizeof(cl_long), &rv[2].off, sizeof(cl_long), &rv[2].rs, sizeof(cl_long),
-                       &rv[2].cs, sizeof(cl_mem), &part, sizeof m, &m,
-                       plan.loop ? sizeof n : sizeof n32,
-                       plan.loop ? (const void *)&n : (const void *)&n32, sizeof a, &a,
-                       sizeof flags, &flags);
+    clkit_args a = clkit_args_of(k);
+    arg_rows(&a, &rv[0]), arg_rows(&a, &rv[1]);
+    arg_line(&a, &wv), arg_line(&a, &mv), arg_line(&a, &sv);
+    arg_rows(&a, &rv[2]), clkit_arg_mem(&a, part);
+    arg_extent(&a, m, n, plan.loop);
+    clkit_arg_int(&a, phase), clkit_arg_int(&a, flags);
     size_t wg = (size_t)plan.team * plan.rows, global = groups * wg;
     log_plan("layernorm backward", x, &plan, phase, groups);
-    if (!s) s = clkit_launch(ctx, k, 1, &global, &wg);
+    s = clkit_run(ctx, &a, 1, &global, &wg);
     if (!s && grads) s = reduce_partials(ctx, part, parts, n, t->dweight, t->dbias);
     if (grads) clkit_scratch_release(ctx, part, part_bytes);
     return s;

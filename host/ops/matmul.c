@@ -611,32 +611,27 @@ static clkit_status tma_slot(clkit_context *ctx, cl_mem *out)
     return ctx->tma_slot ? CLKIT_OK : clkit_cl_fail(ctx, err, "clCreateBuffer (TMA tensor maps)");
 }
 
-#define OPERAND_ARGS 22 /* cl/matmul.cl: OPERANDS */
-
-static clkit_status set_operands(clkit_context *ctx, cl_kernel k, const problem *pr,
-                                 const clkit_tensor *c)
+/* An operand's buffer, element offset and (batch, row, column) strides. */
+static void arg_operand(clkit_args *a, cl_mem buf, int64_t off, const int64_t *st)
 {
-    cl_long a[4] = {pr->a_off, pr->as[0], pr->as[1], pr->as[2]};
-    cl_long b[4] = {pr->b_off, pr->bs[0], pr->bs[1], pr->bs[2]};
-    cl_long cc[4] = {(cl_long)(c->offset / clkit_dtype_size(c->dtype)), pr->cs[0], pr->cs[1], pr->cs[2]};
-    cl_int m = (cl_int)pr->m, n = (cl_int)pr->n, kk = (cl_int)pr->k, act = pr->opt.activation;
-    float alpha = pr->opt.alpha, beta = pr->opt.beta, slope = pr->opt.leaky_slope;
-    return clkit_set_args(ctx, k, OPERAND_ARGS, sizeof(cl_mem), &pr->a->buffer, 8, &a[0], 8, &a[1], 8, &a[2],
-                          8, &a[3], sizeof(cl_mem), &pr->b->buffer, 8, &b[0], 8, &b[1], 8, &b[2],
-                          8, &b[3], sizeof(cl_mem), &c->buffer, 8, &cc[0], 8, &cc[1], 8, &cc[2],
-                          8, &cc[3], 4, &m, 4, &n, 4, &kk, 4, &alpha, 4, &beta, 4, &act, 4, &slope);
+    clkit_arg_mem(a, buf), clkit_arg_long(a, off);
+    for (int i = 0; i < 3; i++) clkit_arg_long(a, st[i]);
 }
 
-/* The operands' arguments, then the TMA's map slot where the tile takes it; *next (if not
-   NULL) the index of the next. */
-static clkit_status set_all_operands(clkit_context *ctx, cl_kernel k, const problem *pr,
-                                     const clkit_tensor *c, cl_uint *next)
+/* cl/matmul.cl's OPERANDS, then the TMA's map slot where the tile takes it. */
+static clkit_status arg_operands(clkit_context *ctx, clkit_args *a, const problem *pr,
+                                 const clkit_tensor *c)
 {
-    clkit_status s = set_operands(ctx, k, pr, c);
-    if (next) *next = pr->tma ? OPERAND_ARGS + 1 : OPERAND_ARGS;
+    arg_operand(a, pr->a->buffer, pr->a_off, pr->as);
+    arg_operand(a, pr->b->buffer, pr->b_off, pr->bs);
+    arg_operand(a, c->buffer, (int64_t)(c->offset / clkit_dtype_size(c->dtype)), pr->cs);
+    clkit_arg_int(a, (cl_int)pr->m), clkit_arg_int(a, (cl_int)pr->n), clkit_arg_int(a, (cl_int)pr->k);
+    clkit_arg_float(a, pr->opt.alpha), clkit_arg_float(a, pr->opt.beta);
+    clkit_arg_int(a, pr->opt.activation), clkit_arg_float(a, pr->opt.leaky_slope);
     cl_mem slot;
-    if (s || !pr->tma || (s = tma_slot(ctx, &slot))) return s;
-    return clkit_set_arg(ctx, k, OPERAND_ARGS, sizeof slot, &slot);
+    clkit_status s = pr->tma ? tma_slot(ctx, &slot) : CLKIT_OK;
+    if (!s && pr->tma) clkit_arg_mem(a, slot);
+    return s;
 }
 
 static clkit_status launch_clkit(clkit_context *ctx, const problem *pr, const clkit_config *c,
@@ -666,20 +661,17 @@ static int64_t persistent_groups(const struct clkit_device_props *p, const probl
 
 /* A tiled kernel (blocked or tensor-core), its arguments set: a work-group a tile (for the
    TMA's persistent kernel, a work-group walks several). */
-static clkit_status launch_tiles(clkit_context *ctx, cl_kernel k, const problem *pr,
+static clkit_status launch_tiles(clkit_context *ctx, const clkit_args *a, const problem *pr,
                                  const clkit_config *c)
 {
     int bm = cfg(c, "BLOCK_M"), bn = cfg(c, "BLOCK_N");
     size_t wg = cfg(c, "KERNEL") == KERNEL_MMA ? (size_t)(cfg(c, "WARPS_M") * cfg(c, "WARPS_N") * 32)
                                                : (size_t)(bm / cfg(c, "THREAD_M")) * (size_t)(bn / cfg(c, "THREAD_N"));
-    size_t limit = clkit_kernel_wg_limit(ctx, k);
-    if (wg > limit)
-        return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "matmul config needs %zu work-items, kernel allows %zu", wg, limit);
     int64_t groups = ceil_div(pr->m, bm) * ceil_div(pr->n, bn);
     if (pr->tma) groups = persistent_groups(&ctx->props, pr, c, groups);
     size_t global[2] = {(size_t)groups * wg, (size_t)pr->batch};
     size_t local[2] = {wg, 1};
-    return clkit_launch(ctx, k, 2, global, local);
+    return clkit_run(ctx, a, 2, global, local);
 }
 
 /* The fast path a tensor-core program of config c takes: TMA loads, else wgmma, else mma.sync. */
@@ -721,26 +713,22 @@ static clkit_status launch_clkit(clkit_context *ctx, const problem *pr, const cl
     cl_kernel k;
     clkit_status s = clkit_get_kernel(ctx, "matmul.cl", names[kernel], opts, &k);
     if (s == CLKIT_ERR_BUILD && kernel == KERNEL_MMA) return fall_back(ctx, &tp, c, out);
-    if (s || (s = set_all_operands(ctx, k, &tp, out, NULL))) return s;
-    if (kernel == KERNEL_BLOCKED || kernel == KERNEL_MMA) return launch_tiles(ctx, k, pr, c);
-    size_t limit = clkit_kernel_wg_limit(ctx, k);
+    clkit_args a = clkit_args_of(k);
+    if (s || (s = arg_operands(ctx, &a, &tp, out))) return s;
+    if (kernel == KERNEL_BLOCKED || kernel == KERNEL_MMA) return launch_tiles(ctx, &a, pr, c);
     if (kernel == KERNEL_SKINNY) {
         int cols = cfg(c, "SK_COLS") * 4;
         size_t wg = (size_t)(cfg(c, "SK_COLS") * cfg(c, "SK_K"));
-        if (wg > limit)
-            return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "matmul config needs %zu work-items, kernel allows %zu", wg, limit);
         size_t global[3] = {(size_t)ceil_div(pr->n, cols) * wg, (size_t)ceil_div(pr->m, cfg(c, "SK_M")),
                             (size_t)pr->batch};
         size_t local[3] = {wg, 1, 1};
-        return clkit_launch(ctx, k, 3, global, local);
+        return clkit_run(ctx, &a, 3, global, local);
     }
     size_t t = (size_t)cfg(c, "TILE");
-    if (t * t > limit)
-        return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "matmul tile %zu x %zu over the kernel limit %zu", t, t, limit);
     size_t global[3] = {(size_t)ceil_div(pr->n, (int64_t)t) * t, (size_t)ceil_div(pr->m, (int64_t)t) * t,
                         (size_t)pr->batch};
     size_t local[3] = {t, t, 1};
-    return clkit_launch(ctx, k, 3, global, local);
+    return clkit_run(ctx, &a, 3, global, local);
 }
 
 /* ---- CLBlast ---- */
@@ -918,16 +906,16 @@ clkit_status clkit_matmul_epilogue_run(clkit_context *ctx, const clkit_tensor *a
     size_t used = strlen(opts);
     snprintf(opts + used, sizeof opts - used, " %s", e->define);
     cl_kernel k;
-    cl_uint next;
     s = clkit_get_kernel(ctx, "matmul.cl", "matmul_mma", opts, &k);
     if (s == CLKIT_ERR_BUILD) {
         clkit_path_failed(ctx, mma_path(&pr, &cf), pr.fam);
         if (pr.tma) return clkit_matmul_epilogue_run(ctx, a, b, c, opt, e);
         return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "%s: the tensor-core program does not build", e->define);
     }
-    if (s || (s = set_all_operands(ctx, k, &pr, c, &next))) return s;
-    for (int i = 0; i < e->nargs && !s; i++) s = clkit_set_arg(ctx, k, next + (cl_uint)i, e->size[i], e->value[i]);
-    return s ? s : launch_tiles(ctx, k, &pr, &cf);
+    clkit_args args = clkit_args_of(k);
+    if (s || (s = arg_operands(ctx, &args, &pr, c))) return s;
+    e->args(&args, e->user);
+    return launch_tiles(ctx, &args, &pr, &cf);
 }
 
 /* ---- tuning ---- */

@@ -95,14 +95,14 @@ static clkit_status launch(clkit_context *ctx, const clkit_tensor *x, const clki
     cl_kernel k;
     clkit_status s = plan_kernel(ctx, l, x->dtype, &plan, &k);
     if (s) return s;
-    cl_int n32 = (cl_int)l->n;
-    s = clkit_set_args(ctx, k, 10, sizeof(cl_mem), &x->buffer, sizeof l->x_off, &l->x_off,
-                       sizeof l->x_rs, &l->x_rs, sizeof l->x_cs, &l->x_cs, sizeof(cl_mem),
-                       &out->buffer, sizeof l->o_off, &l->o_off, sizeof l->o_rs, &l->o_rs,
-                       sizeof l->o_cs, &l->o_cs, sizeof l->m, &l->m,
-                       plan.online ? sizeof l->n : sizeof n32, plan.online ? (const void *)&l->n
-                                                                           : (const void *)&n32);
-    if (s) return s;
+    clkit_args a = clkit_args_of(k);
+    clkit_arg_mem(&a, x->buffer), clkit_arg_long(&a, l->x_off);
+    clkit_arg_long(&a, l->x_rs), clkit_arg_long(&a, l->x_cs);
+    clkit_arg_mem(&a, out->buffer), clkit_arg_long(&a, l->o_off);
+    clkit_arg_long(&a, l->o_rs), clkit_arg_long(&a, l->o_cs);
+    clkit_arg_long(&a, l->m);
+    if (plan.online) clkit_arg_long(&a, l->n);
+    else clkit_arg_int(&a, (cl_int)l->n);
     size_t wg = (size_t)plan.team * plan.rows;
     uint64_t local_bytes, private_bytes;
     clkit_kernel_mem(ctx, k, &local_bytes, &private_bytes);
@@ -118,7 +118,7 @@ static clkit_status launch(clkit_context *ctx, const clkit_tensor *x, const clki
               (long long)l->m, (long long)l->n, clkit_dtype_name(x->dtype), plan.team, plan.rows,
               plan.items, plan.vec, plan.online ? " online" : "", global / wg, occupancy,
               (unsigned long long)local_bytes, (unsigned long long)private_bytes);
-    return clkit_launch(ctx, k, 1, &global, &wg);
+    return clkit_run(ctx, &a, 1, &global, &wg);
 }
 
 /* The softmax of an empty row is undefined (a sum of no exponentials): rows must have

@@ -31,13 +31,13 @@ clkit_status clkit_swizzle2d(clkit_context *ctx, const clkit_tensor *x, const cl
     if ((s = clkit_get_kernel(ctx, "swizzle.cl", "swizzle", opts, &k))) return s;
     size_t es = clkit_dtype_size(x->dtype);
     cl_long x_off = (cl_long)(x->offset / es), out_off = (cl_long)(out->offset / es);
-    s = clkit_set_args(ctx, k, 11, sizeof(cl_mem), &x->buffer, sizeof x_off, &x_off,
-                       sizeof(cl_long), &x->strides[0], sizeof(cl_long), &x->strides[1],
-                       sizeof(cl_mem), &out->buffer, sizeof out_off, &out_off, sizeof(cl_long),
-                       &out->strides[0], sizeof(cl_long), &out->strides[1], sizeof m, &m,
-                       sizeof n, &n, sizeof group, &group);
-    if (s) return s;
+    clkit_args a = clkit_args_of(k);
+    clkit_arg_mem(&a, x->buffer), clkit_arg_long(&a, x_off);
+    clkit_arg_long(&a, x->strides[0]), clkit_arg_long(&a, x->strides[1]);
+    clkit_arg_mem(&a, out->buffer), clkit_arg_long(&a, out_off);
+    clkit_arg_long(&a, out->strides[0]), clkit_arg_long(&a, out->strides[1]);
+    clkit_arg_long(&a, m), clkit_arg_long(&a, n), clkit_arg_long(&a, group);
     size_t wg = clkit_stream_wg(&ctx->props, clkit_kernel_wg_limit(ctx, k));
     size_t global = clkit_stream_groups(&ctx->props, (uint64_t)(m * n), wg) * wg;
-    return clkit_launch(ctx, k, 1, &global, &wg);
+    return clkit_run(ctx, &a, 1, &global, &wg);
 }
