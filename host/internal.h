@@ -33,6 +33,7 @@ typedef struct clkit_tuned_memo {
 /* Vendor fast paths (paths.c), indexed as the bits of clkit_fast_paths, and the op families
    whose failures they keep apart. */
 typedef enum clkit_path {
+    CLKIT_PATH_NONE = -1, /* the portable kernels */
     CLKIT_PATH_NV_SHUFFLE, CLKIT_PATH_NV_MMA, CLKIT_PATH_NV_WGMMA, CLKIT_PATH_NV_TMA, CLKIT_PATH_COUNT
 } clkit_path;
 typedef enum clkit_family {
@@ -87,14 +88,6 @@ void clkit_path_failed(clkit_context *ctx, clkit_path path, clkit_family family)
 /* The fallback that a failure sent the call to failed to build as well: the source is what is
    broken, so the path is on again for the family (the next call with a good source takes it). */
 void clkit_path_acquit(clkit_context *ctx, clkit_path path, clkit_family family);
-/* build(ctx, arg, without, k) makes a kernel whose program uses `path` where the device has it,
-   unless `without`. clkit_path_build asks for it with the path while the family may take it,
-   and without once a build with it has failed (that failure too), so the op never keeps its
-   own fallback. */
-typedef clkit_status (*clkit_path_build_fn)(clkit_context *ctx, const void *arg, bool without,
-                                            cl_kernel *k);
-clkit_status clkit_path_build(clkit_context *ctx, clkit_path path, clkit_family family,
-                              clkit_path_build_fn build, const void *arg, cl_kernel *k);
 
 /* ---- programs (program.c) ---- */
 /* Kernel `name` from cl/`file` built with `options` (plus the device's base options):
@@ -139,6 +132,35 @@ void clkit_arg_float(clkit_args *a, float v);
    driver picks the work-group. */
 clkit_status clkit_run(clkit_context *ctx, const clkit_args *a, cl_uint dims, const size_t *global,
                        const size_t *local);
+/* ---- the plan -> run pipeline (launch.c) ----
+   Every op runs its kernels in two steps. Plan: from the problem, the device and the fast
+   paths its family may take (clkit_path_allowed), choose a configuration (tune.c's
+   clkit_choose_config: a tuned entry, exact or nearest, where legal, else the heuristic) and
+   turn it into a clkit_plan. Run: clkit_plan_kernel builds it, clkit_args sets the arguments
+   and clkit_run checks and enqueues. The fallbacks live in clkit_plan_kernel alone. */
+typedef struct clkit_plan {
+    const char *file;      /* source under cl/ */
+    char name[48];         /* kernel */
+    char options[1024];    /* build options, beside the device's */
+    clkit_path path;       /* the fast path the program takes; CLKIT_PATH_NONE: portable */
+    clkit_family family;   /* whose fast paths */
+    cl_uint dims;
+    size_t global[3], local[3]; /* local[0] 0: the driver picks the work-group */
+} clkit_plan;
+/* An op's plan step: fills plan (zeroed, path NONE) for problem, with a work-group of at most
+   wg_limit work-items (0: the device's limit) and only on paths the family may take now. A
+   plan whose geometry depends on the built kernel (a persistent grid) may leave global for
+   the op to fill once clkit_plan_kernel returns. */
+typedef clkit_status (*clkit_plan_fn)(clkit_context *ctx, void *problem, size_t wg_limit,
+                                      clkit_plan *plan);
+/* Plans and builds. A program of a fast path that does not build turns that path off for the
+   plan's family (clkit_path_failed) and plans again, so the op gets the next path down; if
+   that fails to build too, the source is at fault and the paths stay on (clkit_path_acquit).
+   A built kernel that cannot run the planned work-group is planned again within its limit. */
+clkit_status clkit_plan_kernel(clkit_context *ctx, clkit_plan_fn plan_fn, void *problem,
+                               clkit_plan *plan, cl_kernel *k);
+/* clkit_run with the plan's geometry. */
+clkit_status clkit_plan_run(clkit_context *ctx, const clkit_plan *plan, const clkit_args *a);
 /* Elementwise launch over n same-shaped tensors: "<base>_dense" when every view is dense,
    with (buffer, element offset) per tensor then the element count; else "<base>_strided" with
    (buffer, offset, long4 strides) per tensor then long4 shape and the count. extra (may be

@@ -2,6 +2,7 @@
 #include "internal.h"
 
 #include <stdio.h>
+#include <string.h>
 
 clkit_args clkit_args_of(cl_kernel k)
 {
@@ -69,6 +70,48 @@ clkit_status clkit_run(clkit_context *ctx, const clkit_args *a, cl_uint dims, co
     }
     clkit_record_event(ctx, ev);
     return CLKIT_OK;
+}
+
+static size_t plan_wg(const clkit_plan *plan)
+{
+    size_t wg = 1;
+    for (cl_uint d = 0; d < plan->dims; d++) wg *= plan->local[0] ? plan->local[d] : 1;
+    return wg;
+}
+
+clkit_status clkit_plan_kernel(clkit_context *ctx, clkit_plan_fn plan_fn, void *problem,
+                               clkit_plan *plan, cl_kernel *k)
+{
+    clkit_path failed[CLKIT_PATH_COUNT];
+    int nfailed = 0;
+    size_t limit = 0;
+    for (;;) {
+        memset(plan, 0, sizeof *plan);
+        plan->path = CLKIT_PATH_NONE;
+        clkit_status s = plan_fn(ctx, problem, limit, plan);
+        if (!s) s = clkit_get_kernel(ctx, plan->file, plan->name, plan->options, k);
+        if (s == CLKIT_ERR_BUILD && plan->path != CLKIT_PATH_NONE && nfailed < CLKIT_PATH_COUNT) {
+            clkit_path_failed(ctx, plan->path, plan->family);
+            failed[nfailed++] = plan->path;
+            continue;
+        }
+        for (int i = 0; s == CLKIT_ERR_BUILD && i < nfailed; i++)
+            clkit_path_acquit(ctx, failed[i], plan->family);
+        if (s) return s;
+        size_t wg = plan_wg(plan), kernel_limit = clkit_kernel_wg_limit(ctx, *k);
+        if (wg <= kernel_limit) return CLKIT_OK;
+        if (limit && kernel_limit >= limit)
+            return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "%s: no plan fits the kernel's limit of "
+                              "%zu work-items per group", plan->name, kernel_limit);
+        clkit_log(CLKIT_LOG_DEBUG, "%s: kernel limit %zu < %zu work-items, planning again",
+                  plan->name, kernel_limit, wg);
+        limit = kernel_limit;
+    }
+}
+
+clkit_status clkit_plan_run(clkit_context *ctx, const clkit_plan *plan, const clkit_args *a)
+{
+    return clkit_run(ctx, a, plan->dims, plan->global, plan->local[0] ? plan->local : NULL);
 }
 
 clkit_status clkit_launch_pointwise(clkit_context *ctx, const char *file, const char *base,

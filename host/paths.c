@@ -100,15 +100,3 @@ void clkit_path_acquit(clkit_context *ctx, clkit_path path, clkit_family family)
               "path, which stays on", families[family], paths[path].fallback, paths[path].name);
     ctx->path_failed[path][family] = false;
 }
-
-clkit_status clkit_path_build(clkit_context *ctx, clkit_path path, clkit_family family,
-                              clkit_path_build_fn build, const void *arg, cl_kernel *k)
-{
-    bool without = ctx->path_on[path] && !clkit_path_allowed(ctx, path, family);
-    clkit_status s = build(ctx, arg, without, k);
-    if (s != CLKIT_ERR_BUILD || without || !ctx->path_on[path]) return s;
-    clkit_path_failed(ctx, path, family);
-    s = build(ctx, arg, true, k);
-    if (s == CLKIT_ERR_BUILD) clkit_path_acquit(ctx, path, family);
-    return s;
-}

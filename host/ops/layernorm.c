@@ -208,49 +208,37 @@ static bool lines_aligned(const line_view *v, const clkit_tensor *const *ts, int
     return true;
 }
 
-typedef struct build_arg {
-    const ln_plan *plan;
+typedef struct row_problem {
+    int64_t n;
+    unsigned vec;
+    int phase;
     clkit_dtype dtype;
     bool backward;
-} build_arg;
+    ln_plan rows; /* the plan's row layout, for the launch */
+} row_problem;
 
-/* The NVIDIA build reduces with inline PTX shuffles; LN_PORTABLE (or any other device) without
-   them. clkit_path_build decides which. */
-static clkit_status build(clkit_context *ctx, const void *arg, bool portable, cl_kernel *k)
+/* The row layout within wg_limit. NVIDIA's build reduces with inline PTX shuffles;
+   LN_PORTABLE (or any other device) without them. The grid comes from the built kernel. */
+static clkit_status plan_rows(clkit_context *ctx, void *arg, size_t wg_limit, clkit_plan *plan)
 {
     static const char *names[2][2] = {{"layernorm_fwd", "layernorm_fwd_loop"},
                                       {"layernorm_bwd", "layernorm_bwd_loop"}};
-    const build_arg *b = arg;
-    const ln_plan *plan = b->plan;
-    char opts[224];
-    snprintf(opts, sizeof opts,
+    row_problem *p = arg;
+    uint64_t span = (uint64_t)p->n + (uint64_t)p->phase;
+    const ln_plan r = p->rows = make_plan(&ctx->props, span, p->vec, wg_limit, p->backward);
+    bool shuffles = clkit_path_allowed(ctx, CLKIT_PATH_NV_SHUFFLE, CLKIT_FAMILY_LAYERNORM);
+    plan->file = "layernorm.cl";
+    snprintf(plan->name, sizeof plan->name, "%s", names[p->backward][r.loop]);
+    snprintf(plan->options, sizeof plan->options,
              "%s -D TEAM=%u -D ROWS=%u -D ITEMS=%u -D VEC=%u -D LOOP=%d -D BACKWARD=%d%s%s",
-             clkit_dtype_macro(b->dtype), plan->team, plan->rows, plan->items, plan->vec, plan->loop,
-             b->backward, plan->wb_local ? " -D WB_LOCAL" : "", portable ? " -D LN_PORTABLE" : "");
-    return clkit_get_kernel(ctx, "layernorm.cl", names[b->backward][plan->loop], opts, k);
-}
-
-/* Builds the planned kernel; when the built kernel cannot run the planned work-group,
-   re-plans within its limit. */
-static clkit_status plan_kernel(clkit_context *ctx, int64_t n, unsigned vec, int phase,
-                                clkit_dtype dtype, bool backward, ln_plan *plan, cl_kernel *k)
-{
-    uint64_t span = (uint64_t)n + (uint64_t)phase;
-    *plan = make_plan(&ctx->props, span, vec, 0, backward);
-    for (;;) {
-        build_arg arg = {plan, dtype, backward};
-        clkit_status s = clkit_path_build(ctx, CLKIT_PATH_NV_SHUFFLE, CLKIT_FAMILY_LAYERNORM, build, &arg, k);
-        if (s) return s;
-        size_t wg = (size_t)plan->team * plan->rows, limit = clkit_kernel_wg_limit(ctx, *k);
-        if (wg <= limit) return CLKIT_OK;
-        ln_plan next = make_plan(&ctx->props, span, vec, limit, backward);
-        if ((size_t)next.team * next.rows >= wg)
-            return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED,
-                              "layernorm: the kernel runs at most %zu work-items per group", limit);
-        clkit_log(CLKIT_LOG_DEBUG, "layernorm: kernel limit %zu < %zu work-items, re-planning",
-                  limit, wg);
-        *plan = next;
-    }
+             clkit_dtype_macro(p->dtype), r.team, r.rows, r.items, r.vec, r.loop, p->backward,
+             r.wb_local ? " -D WB_LOCAL" : "",
+             ctx->path_on[CLKIT_PATH_NV_SHUFFLE] && !shuffles ? " -D LN_PORTABLE" : "");
+    plan->path = shuffles ? CLKIT_PATH_NV_SHUFFLE : CLKIT_PATH_NONE;
+    plan->family = CLKIT_FAMILY_LAYERNORM;
+    plan->dims = 1;
+    plan->local[0] = (size_t)r.team * r.rows;
+    return CLKIT_OK;
 }
 
 /* Registers a backward work-item takes: about 3 per held value plus 56 for the pointers,
@@ -392,20 +380,22 @@ static clkit_status forward(clkit_context *ctx, const clkit_tensor *x, const clk
     cl_int flags = (weight ? LN_HAS_W : 0) | (bias ? LN_HAS_B : 0) | (mean ? LN_WANT_MEAN : 0) |
                    (rstd ? LN_WANT_RSTD : 0) |
                    (lines_aligned(wb, params, 2, vec, phase) ? LN_WB_VEC : 0);
-    ln_plan plan;
+    row_problem rp = {x->shape[1], vec, phase, x->dtype, false, {0}};
+    clkit_plan pl;
     cl_kernel k;
-    clkit_status s = plan_kernel(ctx, x->shape[1], vec, phase, x->dtype, false, &plan, &k);
+    clkit_status s = clkit_plan_kernel(ctx, plan_rows, &rp, &pl, &k);
     if (s) return s;
+    const ln_plan plan = rp.rows;
     cl_long m = x->shape[0];
     clkit_args a = clkit_args_of(k);
     arg_rows(&a, &rv[0]), arg_rows(&a, &rv[1]);
     arg_line(&a, &wb[0]), arg_line(&a, &wb[1]), arg_line(&a, &mv), arg_line(&a, &sv);
     arg_extent(&a, m, x->shape[1], plan.loop);
     clkit_arg_int(&a, phase), clkit_arg_float(&a, eps), clkit_arg_int(&a, flags);
-    size_t wg = (size_t)plan.team * plan.rows, groups = grid_groups(ctx, k, &plan, m, LN_FWD_REGS(&plan));
-    size_t global = groups * wg;
+    size_t groups = grid_groups(ctx, k, &plan, m, LN_FWD_REGS(&plan));
+    pl.global[0] = groups * pl.local[0];
     log_plan("layernorm forward", x, &plan, phase, groups);
-    return clkit_run(ctx, &a, 1, &global, &wg);
+    return clkit_plan_run(ctx, &pl, &a);
 }
 
 clkit_status clkit_layernorm_forward(clkit_context *ctx, const clkit_tensor *x,
@@ -432,33 +422,50 @@ clkit_status clkit_layernorm_forward(clkit_context *ctx, const clkit_tensor *x,
 
 /* ---- backward ---- */
 
+typedef struct reduce_problem {
+    clkit_dtype dtype;
+    cl_long n;
+} reduce_problem;
+
+/* A warp of columns (64 on CPUs) by enough slices of the partial rows to make 256 work-items
+   on GPUs; within wg_limit, fewer slices first, then fewer columns. */
+static clkit_status plan_reduce(clkit_context *ctx, void *arg, size_t wg_limit, clkit_plan *plan)
+{
+    const reduce_problem *r = arg;
+    const struct clkit_device_props *p = &ctx->props;
+    unsigned cols = p->is_gpu ? (p->warp > 32 ? p->warp : 32) : 64;
+    unsigned slices = p->is_gpu ? 256 / cols : 1;
+    while (wg_limit && (size_t)cols * slices > wg_limit && cols * slices > 1) {
+        if (slices > 1) slices /= 2;
+        else cols /= 2;
+    }
+    plan->file = "layernorm.cl";
+    snprintf(plan->name, sizeof plan->name, "layernorm_dwdb");
+    snprintf(plan->options, sizeof plan->options, "%s -D REDUCE=1 -D RCOLS=%u -D RSLICES=%u",
+             clkit_dtype_macro(r->dtype), cols, slices);
+    plan->family = CLKIT_FAMILY_LAYERNORM;
+    plan->dims = 1;
+    plan->local[0] = (size_t)cols * slices;
+    plan->global[0] = (size_t)div_up((uint64_t)r->n, cols) * plan->local[0];
+    return CLKIT_OK;
+}
+
 /* Sums the partial rows into dweight and dbias (zeros when parts is 0). */
 static clkit_status reduce_partials(clkit_context *ctx, cl_mem part, cl_int parts, cl_long n,
                                     const clkit_tensor *dweight, const clkit_tensor *dbias)
 {
-    const struct clkit_device_props *p = &ctx->props;
-    unsigned cols = p->is_gpu ? (p->warp > 32 ? p->warp : 32) : 64;
-    unsigned slices = p->is_gpu ? 256 / cols : 1;
     const clkit_tensor *any = dweight ? dweight : dbias;
+    reduce_problem rp = {any->dtype, n};
+    clkit_plan pl;
     cl_kernel k;
-    for (;;) {
-        char opts[128];
-        snprintf(opts, sizeof opts, "%s -D REDUCE=1 -D RCOLS=%u -D RSLICES=%u",
-                 clkit_dtype_macro(any->dtype), cols, slices);
-        clkit_status s = clkit_get_kernel(ctx, "layernorm.cl", "layernorm_dwdb", opts, &k);
-        if (s) return s;
-        if ((size_t)cols * slices <= clkit_kernel_wg_limit(ctx, k)) break;
-        if (slices > 1) slices /= 2;
-        else if (cols > 1) cols /= 2;
-        else return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "layernorm: no work-group size runs");
-    }
+    clkit_status s = clkit_plan_kernel(ctx, plan_reduce, &rp, &pl, &k);
+    if (s) return s;
     line_view dw = line_of(dweight, any->buffer), db = line_of(dbias, any->buffer);
     cl_int flags = (dweight ? LN_WANT_DW : 0) | (dbias ? LN_WANT_DB : 0);
     clkit_args a = clkit_args_of(k);
     clkit_arg_mem(&a, part), clkit_arg_int(&a, parts), clkit_arg_long(&a, n);
     arg_line(&a, &dw), arg_line(&a, &db), clkit_arg_int(&a, flags);
-    size_t wg = (size_t)cols * slices, global = (size_t)div_up((uint64_t)n, cols) * wg;
-    return clkit_run(ctx, &a, 1, &global, &wg);
+    return clkit_plan_run(ctx, &pl, &a);
 }
 
 /* Groups of the backward's grid whose partial rows fit one allocation: 2 x groups x rows x N
@@ -486,10 +493,12 @@ static clkit_status backward(clkit_context *ctx, const bwd_args *t)
     bool grads = t->dweight || t->dbias;
     cl_int flags = (t->weight ? LN_HAS_W : 0) | (grads ? LN_WANT_DWDB : 0) |
                    (lines_aligned(&wv, &t->weight, 1, vec, phase) ? LN_WB_VEC : 0);
-    ln_plan plan;
+    row_problem rp = {x->shape[1], vec, phase, x->dtype, true, {0}};
+    clkit_plan pl;
     cl_kernel k;
-    clkit_status s = plan_kernel(ctx, x->shape[1], vec, phase, x->dtype, true, &plan, &k);
+    clkit_status s = clkit_plan_kernel(ctx, plan_rows, &rp, &pl, &k);
     if (s) return s;
+    const ln_plan plan = rp.rows;
     cl_long m = x->shape[0], n = x->shape[1];
     size_t groups = grid_groups(ctx, k, &plan, m, LN_BWD_REGS(plan.items));
     if (grads) groups = fit_partials(ctx, groups, plan.rows, n);
@@ -503,9 +512,9 @@ static clkit_status backward(clkit_context *ctx, const bwd_args *t)
     arg_rows(&a, &rv[2]), clkit_arg_mem(&a, part);
     arg_extent(&a, m, n, plan.loop);
     clkit_arg_int(&a, phase), clkit_arg_int(&a, flags);
-    size_t wg = (size_t)plan.team * plan.rows, global = groups * wg;
+    pl.global[0] = groups * pl.local[0];
     log_plan("layernorm backward", x, &plan, phase, groups);
-    s = clkit_run(ctx, &a, 1, &global, &wg);
+    s = clkit_plan_run(ctx, &pl, &a);
     if (!s && grads) s = reduce_partials(ctx, part, parts, n, t->dweight, t->dbias);
     if (grads) clkit_scratch_release(ctx, part, part_bytes);
     return s;

@@ -45,56 +45,41 @@ static int64_t row_span(const layout *l, unsigned vec)
     return l->n + (aligned ? 0 : vec - 1);
 }
 
-typedef struct build_arg {
-    const clkit_softmax_plan *plan;
+typedef struct problem {
+    const layout *l;
     clkit_dtype dtype;
-} build_arg;
+    clkit_softmax_plan rows; /* the plan's row layout, for the launch */
+} problem;
 
-/* The NVIDIA build reduces with inline PTX shuffles; SOFTMAX_PORTABLE (or any other device)
-   without them. clkit_path_build decides which. */
-static clkit_status build(clkit_context *ctx, const void *arg, bool portable, cl_kernel *k)
+/* The heuristic's row layout within wg_limit. NVIDIA's build reduces with inline PTX
+   shuffles; SOFTMAX_PORTABLE (or any other device) without them. */
+static clkit_status plan_softmax(clkit_context *ctx, void *arg, size_t wg_limit, clkit_plan *plan)
 {
-    const build_arg *b = arg;
-    const clkit_softmax_plan *plan = b->plan;
-    char opts[192];
-    snprintf(opts, sizeof opts, "%s -D TEAM=%u -D ROWS=%u -D ITEMS=%u -D VEC=%u -D ONLINE=%d%s",
-             clkit_dtype_macro(b->dtype), plan->team, plan->rows, plan->items, plan->vec,
-             plan->online, portable ? " -D SOFTMAX_PORTABLE" : "");
-    return clkit_get_kernel(ctx, "softmax.cl", plan->online ? "softmax_online" : "softmax_rows",
-                            opts, k);
-}
-
-/* Builds the planned kernel; when the built kernel cannot run the planned work-group,
-   re-plans within its limit (a smaller team, or the online path). */
-static clkit_status plan_kernel(clkit_context *ctx, const layout *l, clkit_dtype dtype,
-                                clkit_softmax_plan *plan, cl_kernel *k)
-{
-    unsigned vec = vector_width(l, dtype);
-    int64_t span = row_span(l, vec);
-    *plan = clkit_softmax_heuristic(&ctx->props, span, vec, 0);
-    for (;;) {
-        build_arg arg = {plan, dtype};
-        clkit_status s = clkit_path_build(ctx, CLKIT_PATH_NV_SHUFFLE, CLKIT_FAMILY_SOFTMAX, build, &arg, k);
-        if (s) return s;
-        size_t wg = (size_t)plan->team * plan->rows, limit = clkit_kernel_wg_limit(ctx, *k);
-        if (wg <= limit) return CLKIT_OK;
-        clkit_softmax_plan next = clkit_softmax_heuristic(&ctx->props, span, vec, limit);
-        if ((size_t)next.team * next.rows >= wg)
-            return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED,
-                              "softmax: the kernel runs at most %zu work-items per group", limit);
-        clkit_log(CLKIT_LOG_DEBUG, "softmax: kernel limit %zu < %zu work-items, re-planning",
-                  limit, wg);
-        *plan = next;
-    }
+    problem *p = arg;
+    unsigned vec = vector_width(p->l, p->dtype);
+    const clkit_softmax_plan r = p->rows = clkit_softmax_heuristic(&ctx->props, row_span(p->l, vec), vec, wg_limit);
+    bool shuffles = clkit_path_allowed(ctx, CLKIT_PATH_NV_SHUFFLE, CLKIT_FAMILY_SOFTMAX);
+    plan->file = "softmax.cl";
+    snprintf(plan->name, sizeof plan->name, "%s", r.online ? "softmax_online" : "softmax_rows");
+    snprintf(plan->options, sizeof plan->options, "%s -D TEAM=%u -D ROWS=%u -D ITEMS=%u -D VEC=%u -D ONLINE=%d%s",
+             clkit_dtype_macro(p->dtype), r.team, r.rows, r.items, r.vec, r.online,
+             ctx->path_on[CLKIT_PATH_NV_SHUFFLE] && !shuffles ? " -D SOFTMAX_PORTABLE" : "");
+    plan->path = shuffles ? CLKIT_PATH_NV_SHUFFLE : CLKIT_PATH_NONE;
+    plan->family = CLKIT_FAMILY_SOFTMAX;
+    plan->dims = 1;
+    plan->local[0] = (size_t)r.team * r.rows;
+    return CLKIT_OK;
 }
 
 static clkit_status launch(clkit_context *ctx, const clkit_tensor *x, const clkit_tensor *out,
                            const layout *l)
 {
-    clkit_softmax_plan plan;
+    problem p = {l, x->dtype, {0}};
+    clkit_plan pl;
     cl_kernel k;
-    clkit_status s = plan_kernel(ctx, l, x->dtype, &plan, &k);
+    clkit_status s = clkit_plan_kernel(ctx, plan_softmax, &p, &pl, &k);
     if (s) return s;
+    const clkit_softmax_plan plan = p.rows;
     clkit_args a = clkit_args_of(k);
     clkit_arg_mem(&a, x->buffer), clkit_arg_long(&a, l->x_off);
     clkit_arg_long(&a, l->x_rs), clkit_arg_long(&a, l->x_cs);
@@ -103,7 +88,7 @@ static clkit_status launch(clkit_context *ctx, const clkit_tensor *x, const clki
     clkit_arg_long(&a, l->m);
     if (plan.online) clkit_arg_long(&a, l->n);
     else clkit_arg_int(&a, (cl_int)l->n);
-    size_t wg = (size_t)plan.team * plan.rows;
+    size_t wg = pl.local[0];
     uint64_t local_bytes, private_bytes;
     clkit_kernel_mem(ctx, k, &local_bytes, &private_bytes);
     /* Registers are left out: no OpenCL query reports them, and on NVIDIA a grid sized by
@@ -111,14 +96,14 @@ static clkit_status launch(clkit_context *ctx, const clkit_tensor *x, const clki
        faster than one sized to the registers (H200). */
     unsigned occupancy = clkit_occupancy(&ctx->props, wg, local_bytes, 0);
     uint64_t tasks = ((uint64_t)l->m + plan.rows - 1) / plan.rows;
-    size_t global = clkit_persistent_groups(&ctx->props, occupancy, tasks) * wg;
+    pl.global[0] = clkit_persistent_groups(&ctx->props, occupancy, tasks) * wg;
     clkit_log(CLKIT_LOG_DEBUG,
               "softmax %lldx%lld %s: team %u rows %u items %u vec %u%s, %zu groups (occupancy %u, "
               "local %llu B, private %llu B)",
               (long long)l->m, (long long)l->n, clkit_dtype_name(x->dtype), plan.team, plan.rows,
-              plan.items, plan.vec, plan.online ? " online" : "", global / wg, occupancy,
+              plan.items, plan.vec, plan.online ? " online" : "", pl.global[0] / wg, occupancy,
               (unsigned long long)local_bytes, (unsigned long long)private_bytes);
-    return clkit_run(ctx, &a, 1, &global, &wg);
+    return clkit_plan_run(ctx, &pl, &a);
 }
 
 /* The softmax of an empty row is undefined (a sum of no exponentials): rows must have
