@@ -634,8 +634,6 @@ static clkit_status arg_operands(clkit_context *ctx, clkit_args *a, const proble
     return s;
 }
 
-static clkit_status launch_clkit(clkit_context *ctx, const problem *pr, const clkit_config *c,
-                                 const clkit_tensor *out);
 /* Work-groups of a tensor-core tile that the device holds at once: on each compute unit as
    many rings as its local memory takes (at most 2048 work-items, as on sm_80 and sm_90), at
    least one. */
@@ -659,76 +657,107 @@ static int64_t persistent_groups(const struct clkit_device_props *p, const probl
     return groups < tiles ? groups : tiles;
 }
 
-/* A tiled kernel (blocked or tensor-core), its arguments set: a work-group a tile (for the
-   TMA's persistent kernel, a work-group walks several). */
-static clkit_status launch_tiles(clkit_context *ctx, const clkit_args *a, const problem *pr,
-                                 const clkit_config *c)
-{
-    int bm = cfg(c, "BLOCK_M"), bn = cfg(c, "BLOCK_N");
-    size_t wg = cfg(c, "KERNEL") == KERNEL_MMA ? (size_t)(cfg(c, "WARPS_M") * cfg(c, "WARPS_N") * 32)
-                                               : (size_t)(bm / cfg(c, "THREAD_M")) * (size_t)(bn / cfg(c, "THREAD_N"));
-    int64_t groups = ceil_div(pr->m, bm) * ceil_div(pr->n, bn);
-    if (pr->tma) groups = persistent_groups(&ctx->props, pr, c, groups);
-    size_t global[2] = {(size_t)groups * wg, (size_t)pr->batch};
-    size_t local[2] = {wg, 1};
-    return clkit_run(ctx, a, 2, global, local);
-}
-
 /* The fast path a tensor-core program of config c takes: TMA loads, else wgmma, else mma.sync. */
 static clkit_path mma_path(const problem *pr, const clkit_config *c)
 {
     return pr->tma ? CLKIT_PATH_NV_TMA : cfg(c, "WGMMA") ? CLKIT_PATH_NV_WGMMA : CLKIT_PATH_NV_MMA;
 }
 
-/* A tensor-core program that does not build (a driver whose compiler refuses some PTX): its
-   path goes off for this op family, and the call plans again on what the paths module leaves
-   it. A TMA program keeps its tile, loaded by cp.async. */
-static clkit_status fall_back(clkit_context *ctx, const problem *tried, const clkit_config *c,
-                              const clkit_tensor *out)
+/* One call of clkit's kernels as the plan step sees it. */
+typedef struct mm_call {
+    problem pr;
+    clkit_config c;
+    const clkit_matmul_epilogue *epilogue; /* NULL: C is stored */
+} mm_call;
+
+/* A tiled kernel (blocked or tensor-core): a work-group a tile, batches across. The TMA's
+   persistent kernel walks its tiles one grid apart; a fused epilogue's short-K tiles, which
+   pay its per-group setup most, launch one resident wave of it, while plain matmuls launch a
+   work-group a tile as they did when the persistent kernel came (docs/nvidia-tma.md). */
+static void tile_geometry(const clkit_context *ctx, const mm_call *m, clkit_plan *plan)
 {
-    clkit_path path = mma_path(tried, c);
-    clkit_path_failed(ctx, path, tried->fam);
-    problem rest = *tried;
-    rest.tma = 0;
-    clkit_config h = *c;
-    if (!tried->tma) {
-        choose_paths(ctx, &rest);
-        h = heuristic_config(&ctx->props, &rest);
-    }
-    clkit_status s = launch_clkit(ctx, &rest, &h, out);
-    if (s == CLKIT_ERR_BUILD) clkit_path_acquit(ctx, path, tried->fam);
-    return s;
+    const problem *pr = &m->pr;
+    const clkit_config *c = &m->c;
+    int bm = cfg(c, "BLOCK_M"), bn = cfg(c, "BLOCK_N");
+    size_t wg = cfg(c, "KERNEL") == KERNEL_MMA ? (size_t)(cfg(c, "WARPS_M") * cfg(c, "WARPS_N") * 32)
+                                               : (size_t)(bm / cfg(c, "THREAD_M")) * (size_t)(bn / cfg(c, "THREAD_N"));
+    int64_t groups = ceil_div(pr->m, bm) * ceil_div(pr->n, bn);
+    if (pr->tma && m->epilogue) groups = persistent_groups(&ctx->props, pr, c, groups);
+    plan->dims = 2;
+    plan->global[0] = (size_t)groups * wg, plan->global[1] = (size_t)pr->batch;
+    plan->local[0] = wg, plan->local[1] = 1;
 }
 
-static clkit_status launch_clkit(clkit_context *ctx, const problem *pr, const clkit_config *c,
-                                 const clkit_tensor *out)
+static void geometry(const clkit_context *ctx, const mm_call *m, clkit_plan *plan)
+{
+    const problem *pr = &m->pr;
+    const clkit_config *c = &m->c;
+    int kernel = cfg(c, "KERNEL");
+    if (kernel == KERNEL_BLOCKED || kernel == KERNEL_MMA) {
+        tile_geometry(ctx, m, plan);
+        return;
+    }
+    plan->dims = 3;
+    plan->global[2] = (size_t)pr->batch, plan->local[2] = 1;
+    if (kernel == KERNEL_SKINNY) {
+        size_t wg = (size_t)(cfg(c, "SK_COLS") * cfg(c, "SK_K"));
+        plan->global[0] = (size_t)ceil_div(pr->n, cfg(c, "SK_COLS") * 4) * wg;
+        plan->global[1] = (size_t)ceil_div(pr->m, cfg(c, "SK_M"));
+        plan->local[0] = wg, plan->local[1] = 1;
+        return;
+    }
+    size_t t = (size_t)cfg(c, "TILE");
+    plan->global[0] = (size_t)ceil_div(pr->n, (int64_t)t) * t;
+    plan->global[1] = (size_t)ceil_div(pr->m, (int64_t)t) * t;
+    plan->local[0] = t, plan->local[1] = t;
+}
+
+/* The plan of config m->c on the fast paths the family may take now. A tensor-core tile that
+   a failed path has made illegal gives way to the heuristic (a fused epilogue has no other
+   kernel: CLKIT_ERR_UNSUPPORTED, and its op runs unfused); a TMA tile whose TMA failed keeps
+   its tile, loaded by cp.async. Configs fix their work-group, so wg_limit has no say: a kernel
+   that cannot run it fails the plan. */
+static clkit_status plan_matmul(clkit_context *ctx, void *arg, size_t wg_limit, clkit_plan *plan)
 {
     static const char *names[] = {"matmul_naive", "matmul_tiled", "matmul_blocked", "matmul_skinny",
                                   "matmul_mma"};
-    int kernel = cfg(c, "KERNEL");
-    problem tp = *pr;
-    tma_prepare(ctx, &tp, c);
-    char opts[1024];
-    build_options(&tp, c, opts, sizeof opts);
-    cl_kernel k;
-    clkit_status s = clkit_get_kernel(ctx, "matmul.cl", names[kernel], opts, &k);
-    if (s == CLKIT_ERR_BUILD && kernel == KERNEL_MMA) return fall_back(ctx, &tp, c, out);
-    clkit_args a = clkit_args_of(k);
-    if (s || (s = arg_operands(ctx, &a, &tp, out))) return s;
-    if (kernel == KERNEL_BLOCKED || kernel == KERNEL_MMA) return launch_tiles(ctx, &a, pr, c);
-    if (kernel == KERNEL_SKINNY) {
-        int cols = cfg(c, "SK_COLS") * 4;
-        size_t wg = (size_t)(cfg(c, "SK_COLS") * cfg(c, "SK_K"));
-        size_t global[3] = {(size_t)ceil_div(pr->n, cols) * wg, (size_t)ceil_div(pr->m, cfg(c, "SK_M")),
-                            (size_t)pr->batch};
-        size_t local[3] = {wg, 1, 1};
-        return clkit_run(ctx, &a, 3, global, local);
+    (void)wg_limit;
+    mm_call *m = arg;
+    problem *pr = &m->pr;
+    choose_paths(ctx, pr);
+    if (cfg(&m->c, "KERNEL") == KERNEL_MMA && !config_legal(&ctx->props, pr, &m->c)) {
+        if (m->epilogue)
+            return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "%s: the tensor-core program does not build",
+                              m->epilogue->define);
+        m->c = heuristic_config(&ctx->props, pr);
     }
-    size_t t = (size_t)cfg(c, "TILE");
-    size_t global[3] = {(size_t)ceil_div(pr->n, (int64_t)t) * t, (size_t)ceil_div(pr->m, (int64_t)t) * t,
-                        (size_t)pr->batch};
-    size_t local[3] = {t, t, 1};
-    return clkit_run(ctx, &a, 3, global, local);
+    int kernel = cfg(&m->c, "KERNEL");
+    tma_prepare(ctx, pr, &m->c);
+    plan->file = "matmul.cl";
+    snprintf(plan->name, sizeof plan->name, "%s", names[kernel]);
+    build_options(pr, &m->c, plan->options, sizeof plan->options);
+    if (m->epilogue) {
+        size_t used = strlen(plan->options);
+        snprintf(plan->options + used, sizeof plan->options - used, " %s", m->epilogue->define);
+    }
+    plan->path = kernel == KERNEL_MMA ? mma_path(pr, &m->c) : CLKIT_PATH_NONE;
+    plan->family = pr->fam;
+    geometry(ctx, m, plan);
+    return CLKIT_OK;
+}
+
+/* Plans, builds and runs config c (e: a fused epilogue, NULL for none). */
+static clkit_status launch_clkit(clkit_context *ctx, const problem *pr, const clkit_config *c,
+                                 const clkit_tensor *out, const clkit_matmul_epilogue *e)
+{
+    mm_call m = {*pr, *c, e};
+    clkit_plan plan;
+    cl_kernel k = NULL;
+    clkit_status s = clkit_plan_kernel(ctx, plan_matmul, &m, &plan, &k);
+    clkit_args a = clkit_args_of(k);
+    if (s || (s = arg_operands(ctx, &a, &m.pr, out))) return s;
+    if (e) e->args(&a, e->user);
+    return clkit_plan_run(ctx, &plan, &a);
 }
 
 /* ---- CLBlast ---- */
@@ -762,7 +791,7 @@ static clkit_status launch_clblast(clkit_context *ctx, const problem *pr, const 
 static clkit_status run_config(clkit_context *ctx, const problem *pr, const clkit_config *c,
                                const clkit_tensor *out)
 {
-    return clkit_config_get(c, "provider", 0) ? launch_clblast(ctx, pr, out) : launch_clkit(ctx, pr, c, out);
+    return clkit_config_get(c, "provider", 0) ? launch_clblast(ctx, pr, out) : launch_clkit(ctx, pr, c, out, NULL);
 }
 
 /* An operand's layout in a tuned entry's key: n row-major, t transposed (both with a unit
@@ -900,22 +929,7 @@ clkit_status clkit_matmul_epilogue_run(clkit_context *ctx, const clkit_tensor *a
     if ((s = choose(ctx, &pr, &cf))) return s;
     if (cfg(&cf, "KERNEL") != KERNEL_MMA)
         return clkit_fail(ctx, CLKIT_ERR_INVALID_VALUE, "%s needs a tensor-core tile", e->define);
-    tma_prepare(ctx, &pr, &cf);
-    char opts[1024];
-    build_options(&pr, &cf, opts, sizeof opts);
-    size_t used = strlen(opts);
-    snprintf(opts + used, sizeof opts - used, " %s", e->define);
-    cl_kernel k;
-    s = clkit_get_kernel(ctx, "matmul.cl", "matmul_mma", opts, &k);
-    if (s == CLKIT_ERR_BUILD) {
-        clkit_path_failed(ctx, mma_path(&pr, &cf), pr.fam);
-        if (pr.tma) return clkit_matmul_epilogue_run(ctx, a, b, c, opt, e);
-        return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "%s: the tensor-core program does not build", e->define);
-    }
-    clkit_args args = clkit_args_of(k);
-    if (s || (s = arg_operands(ctx, &args, &pr, c))) return s;
-    e->args(&args, e->user);
-    return launch_tiles(ctx, &args, &pr, &cf);
+    return launch_clkit(ctx, &pr, &cf, c, e);
 }
 
 /* ---- tuning ---- */
