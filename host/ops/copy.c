@@ -57,29 +57,38 @@ static size_t tile_edge(const clkit_tensor *x, const clkit_tensor *out)
     return (a < b ? a : b) <= 2 ? 64 : 32;
 }
 
+typedef struct transpose_problem {
+    const char *dtype_opts;
+    size_t tile;
+    const clkit_view *t; /* the two views in transpose_order */
+} transpose_problem;
+
 /* copy_transpose with TILE_ROWS rows of `tile` work-items: the streaming work-group size to
-   start with, halved until the built kernel's limit admits it. *k is NULL when not even
-   one row fits (a device with fewer than `tile` work-items per group). */
-static clkit_status transpose_kernel(clkit_context *ctx, const char *dtype_opts, size_t tile,
-                                     cl_kernel *k, size_t *rows)
+   start with, halved until it fits the limit; a grid-stride grid over the tiles.
+   CLKIT_ERR_UNSUPPORTED (no message) when not even one row fits (a device with fewer than
+   `tile` work-items per group): the elementwise copy serves then. */
+static clkit_status plan_transpose(clkit_context *ctx, void *arg, size_t wg_limit, clkit_plan *plan)
 {
-    size_t want = clkit_stream_wg(&ctx->props, 0) / tile;
-    for (size_t r = want ? want : 1; r; r /= 2) {
-        if (tile * r > ctx->props.max_work_group) continue;
-        char opts[128];
-        snprintf(opts, sizeof opts, "%s -D TILE=%zu -D TILE_ROWS=%zu", dtype_opts, tile, r);
-        clkit_status s = clkit_get_kernel(ctx, "copy.cl", "copy_transpose", opts, k);
-        if (s) return s;
-        if (clkit_kernel_wg_limit(ctx, *k) >= tile * r) {
-            *rows = r;
-            return CLKIT_OK;
-        }
-    }
-    *k = NULL;
+    const transpose_problem *p = arg;
+    size_t tile = p->tile, limit = wg_limit ? wg_limit : ctx->props.max_work_group;
+    size_t rows = clkit_stream_wg(&ctx->props, 0) / tile;
+    if (!rows) rows = 1;
+    while (rows > 1 && tile * rows > limit) rows /= 2;
+    if (tile * rows > limit) return CLKIT_ERR_UNSUPPORTED;
+    plan->file = "copy.cl";
+    snprintf(plan->name, sizeof plan->name, "copy_transpose");
+    snprintf(plan->options, sizeof plan->options, "%s -D TILE=%zu -D TILE_ROWS=%zu", p->dtype_opts, tile, rows);
+    const cl_long *sh = p->t[0].shape.s;
+    uint64_t tiles = (uint64_t)sh[0] * (uint64_t)sh[1] * (((uint64_t)sh[2] + tile - 1) / tile) *
+                     (((uint64_t)sh[3] + tile - 1) / tile);
+    plan->dims = 2;
+    plan->local[0] = tile, plan->local[1] = rows;
+    plan->global[0] = clkit_stream_groups(&ctx->props, tiles * tile * rows, tile * rows) * tile;
+    plan->global[1] = rows;
     return CLKIT_OK;
 }
 
-static clkit_status launch_transpose(clkit_context *ctx, cl_kernel k, size_t tile, size_t rows,
+static clkit_status launch_transpose(clkit_context *ctx, const clkit_plan *plan, cl_kernel k,
                                      const clkit_tensor *x, const clkit_tensor *out,
                                      const clkit_view t[2])
 {
@@ -87,14 +96,7 @@ static clkit_status launch_transpose(clkit_context *ctx, cl_kernel k, size_t til
     clkit_arg_mem(&a, x->buffer), clkit_arg_long(&a, t[0].offset), clkit_arg_long4(&a, t[0].strides);
     clkit_arg_mem(&a, out->buffer), clkit_arg_long(&a, t[1].offset), clkit_arg_long4(&a, t[1].strides);
     clkit_arg_long4(&a, t[0].shape);
-    const cl_long *sh = t[0].shape.s;
-    uint64_t edge = tile, tiles = (uint64_t)sh[0] * (uint64_t)sh[1] *
-                                  (((uint64_t)sh[2] + edge - 1) / edge) *
-                                  (((uint64_t)sh[3] + edge - 1) / edge);
-    size_t local[2] = {tile, rows};
-    size_t global[2] = {clkit_stream_groups(&ctx->props, tiles * tile * rows, tile * rows) * tile,
-                        rows};
-    return clkit_run(ctx, &a, 2, global, local);
+    return clkit_plan_run(ctx, plan, &a);
 }
 
 clkit_status clkit_copy(clkit_context *ctx, const clkit_tensor *x, const clkit_tensor *out)
@@ -123,14 +125,15 @@ clkit_status clkit_copy(clkit_context *ctx, const clkit_tensor *x, const clkit_t
     int ndim, xd, od;
     clkit_views(2, ts, v, &ndim);
     if (transposing(v, ndim, &xd, &od)) {
+        clkit_view t[2];
+        transpose_order(v, xd, od, t);
+        transpose_problem tp = {opts, tile_edge(x, out), t};
+        clkit_plan plan;
         cl_kernel k;
-        size_t tile = tile_edge(x, out), rows;
-        if ((s = transpose_kernel(ctx, opts, tile, &k, &rows))) return s;
-        if (k) {
-            clkit_view t[2];
-            transpose_order(v, xd, od, t);
-            return launch_transpose(ctx, k, tile, rows, x, out, t);
-        }
+        s = clkit_plan_kernel(ctx, plan_transpose, &tp, &plan, &k);
+        if (!s) return launch_transpose(ctx, &plan, k, x, out, t);
+        if (s != CLKIT_ERR_UNSUPPORTED) return s;
+        clkit_clear_error(ctx);
     }
     return clkit_launch_pointwise(ctx, "copy.cl", "copy", opts, 2, ts, NULL, NULL);
 }

@@ -37,6 +37,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Bytes of chunk scratch, at most: measured on an H100, 64 MiB keeps the scratch within 5 % of
    the extra memory of torch's linear + cross-entropy on the shapes of TARGETS.md, at 0 to 20 %
@@ -192,18 +193,46 @@ static void release_common(clkit_context *ctx, ce_common *c)
     scratch_put(ctx, &c->ztok);
 }
 
+/* A kernel of cross_entropy.cl whose work-group (a power of two, the WG its source is built
+   for) starts at wg and shrinks to fit the built kernel's limit. */
+typedef struct wg_problem {
+    const char *name;
+    char options[96]; /* beside -D WG */
+    size_t wg;
+} wg_problem;
+
+static clkit_status plan_wg(clkit_context *ctx, void *arg, size_t wg_limit, clkit_plan *plan)
+{
+    (void)ctx;
+    wg_problem *p = arg;
+    if (wg_limit && p->wg > wg_limit) p->wg = pow2_floor(wg_limit);
+    plan->file = "cross_entropy.cl";
+    snprintf(plan->name, sizeof plan->name, "%s", p->name);
+    snprintf(plan->options, sizeof plan->options, "%s -D WG=%zu", p->options, p->wg);
+    plan->family = CLKIT_FAMILY_CROSS_ENTROPY;
+    plan->dims = 1;
+    plan->local[0] = p->wg;
+    return CLKIT_OK;
+}
+
+/* Builds kernel `name` at the largest work-group up to *wg that it runs; *wg becomes that. */
+static clkit_status wg_kernel(clkit_context *ctx, const char *name, const char *options,
+                              size_t *wg, cl_kernel *k)
+{
+    wg_problem p = {name, "", *wg};
+    snprintf(p.options, sizeof p.options, "%s", options);
+    clkit_plan plan;
+    clkit_status s = clkit_plan_kernel(ctx, plan_wg, &p, &plan, k);
+    *wg = p.wg;
+    return s;
+}
+
 /* ce_targets and ce_reduce: one small program per target dtype and device. */
 static clkit_status index_kernel(clkit_context *ctx, const char *name, bool i64, cl_kernel *k,
                                  size_t *wg)
 {
     *wg = pow2_floor(clkit_stream_wg(&ctx->props, 0));
-    char opts[64];
-    snprintf(opts, sizeof opts, "-D WG=%zu -D TARGET_I64=%d", *wg, i64);
-    clkit_status s = clkit_get_kernel(ctx, "cross_entropy.cl", name, opts, k);
-    if (!s && clkit_kernel_wg_limit(ctx, *k) < *wg)
-        return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "%s: the kernel cannot run %zu work-items",
-                          name, *wg);
-    return s;
+    return wg_kernel(ctx, name, i64 ? "-D TARGET_I64=1" : "-D TARGET_I64=0", wg, k);
 }
 
 static clkit_status bad_target(clkit_context *ctx, const ce_common *c, const cl_long *p)
@@ -313,28 +342,18 @@ static size_t rows_wg(const struct clkit_device_props *p, int64_t n, unsigned it
 
 static unsigned rows_chunks(const struct clkit_device_props *p) { return p->is_gpu ? 4 : 2; }
 
-static void rows_options(clkit_context *ctx, clkit_dtype dtype, unsigned vec, size_t wg,
-                         char *buf, size_t size)
+static void rows_options(clkit_context *ctx, clkit_dtype dtype, unsigned vec, char *buf, size_t size)
 {
-    snprintf(buf, size, "%s -D WG=%zu -D VEC=%u -D CHUNKS=%u", clkit_dtype_macro(dtype), wg, vec,
-             rows_chunks(&ctx->props));
+    snprintf(buf, size, "%s -D VEC=%u -D CHUNKS=%u", clkit_dtype_macro(dtype), vec, rows_chunks(&ctx->props));
 }
 
-/* Builds a row kernel, shrinking the work-group until the built kernel can run it. */
+/* A row kernel at the largest work-group up to *wg that it runs. */
 static clkit_status rows_kernel(clkit_context *ctx, const char *name, clkit_dtype dtype,
                                 unsigned vec, size_t *wg, cl_kernel *k)
 {
-    for (;;) {
-        char opts[128];
-        rows_options(ctx, dtype, vec, *wg, opts, sizeof opts);
-        clkit_status s = clkit_get_kernel(ctx, "cross_entropy.cl", name, opts, k);
-        if (s) return s;
-        size_t limit = clkit_kernel_wg_limit(ctx, *k);
-        if (*wg <= limit) return CLKIT_OK;
-        if (*wg == 1)
-            return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "%s: no work-group size runs", name);
-        *wg = pow2_floor(limit);
-    }
+    char opts[96];
+    rows_options(ctx, dtype, vec, opts, sizeof opts);
+    return wg_kernel(ctx, name, opts, wg, k);
 }
 
 /* Persistent grid: as many groups as the compute units hold, each looping over rows. */
@@ -598,11 +617,14 @@ static clkit_status lce_kernels(clkit_context *ctx, lce *l)
     }
     if (!s && grads && l->fused) s = zgrad_kernel(ctx, l);
     char opts[128];
-    rows_options(ctx, l->dt, 1, l->wg, opts, sizeof opts);
+    rows_options(ctx, l->dt, 1, opts, sizeof opts);
+    size_t used = strlen(opts);
+    snprintf(opts + used, sizeof opts - used, " -D WG=%zu", l->wg);
     if (!s && (l->dw_splits > 1 || l->dx_splits > 1))
         s = clkit_get_kernel(ctx, "cross_entropy.cl", "lce_split_sum", opts, &l->split_sum);
     if (s || !l->db) return s;
     if ((s = clkit_get_kernel(ctx, "cross_entropy.cl", "lce_dbias", opts, &l->dbias))) return s;
+    /* Checked here, before the op enqueues anything, rather than by clkit_run at its turn. */
     if (clkit_kernel_wg_limit(ctx, l->dbias) < DB_COLS * DB_ROWS)
         return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "lce_dbias: the kernel cannot run %d work-items",
                           DB_COLS * DB_ROWS);
