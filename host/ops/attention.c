@@ -21,10 +21,10 @@ static const char *const tile_names[6] = {"BLOCK_M", "BLOCK_N", "THREAD_M", "THR
                                           "SLICE_N"};
 
 /* What the launches need of the chosen kernels: rows held per work-group, its work-items. */
-typedef struct plan {
+typedef struct blocking {
     int bm;
     size_t wg;
-} plan;
+} blocking;
 
 typedef struct problem {
     int64_t b, hq, hkv, lq, lk, d;
@@ -291,41 +291,6 @@ static void build_options(const problem *p, const tiles *t, int bwd, char *buf, 
              bwd ? "ATTN_BWD" : "ATTN_FWD", (int)p->d, t->bm, t->bn, t->tm, t->tn, t->sd, t->sn);
 }
 
-/* Whether the built kernel runs t's work-group within the device's local memory. */
-static int kernel_fits(clkit_context *ctx, cl_kernel k, const tiles *t)
-{
-    uint64_t local, priv;
-    clkit_kernel_mem(ctx, k, &local, &priv);
-    return (size_t)work_items(t) <= clkit_kernel_wg_limit(ctx, k) && local <= ctx->props.local_mem;
-}
-
-/* The kernels of the first candidate whose build fits (names[0..n)), and its tiles. */
-static clkit_status pick_kernels(clkit_context *ctx, const problem *p, int bwd, const char *const *names,
-                                 int n, cl_kernel *ks, plan *chosen)
-{
-    tiles cands[24];
-    int nc = candidates(ctx, p, bwd, cands, 24);
-    for (int c = 0; c < nc; c++) {
-        char opts[512];
-        build_options(p, &cands[c], bwd, opts, sizeof opts);
-        int fits = 1;
-        for (int i = 0; i < n && fits; i++) {
-            clkit_status s = clkit_get_kernel(ctx, "attention.cl", names[i], opts, &ks[i]);
-            if (s) return s;
-            /* attn_bwd_delta takes any work-group size: only the tiled kernels bind. */
-            fits = strcmp(names[i], "attn_bwd_delta") == 0 || kernel_fits(ctx, ks[i], &cands[c]);
-        }
-        if (fits) {
-            chosen->bm = cands[c].bm, chosen->wg = (size_t)work_items(&cands[c]);
-            return CLKIT_OK;
-        }
-        clkit_log(CLKIT_LOG_INFO, "attention: tiles %dx%d (%dx%d) exceed the built kernel's limits, "
-                  "trying smaller ones", cands[c].bm, cands[c].bn, cands[c].tm, cands[c].tn);
-    }
-    return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "attention: no tile size fits this device's local "
-                      "memory and work-group limits for head dim %lld", (long long)p->d);
-}
-
 /* ---- tensor cores ---- */
 
 /* Rows held (BLOCK_M), rows streamed (BLOCK_N) and warps of one of cl/attention.cl's mma
@@ -434,51 +399,108 @@ static int mma_choice(const clkit_context *ctx, const problem *p, const clkit_te
     return count;
 }
 
-/* Builds kernel `name` of the tensor-core program for tiles t. *used stays 1 while it runs:
-   a program that does not build (a driver whose compiler refuses some PTX) turns attention's
-   tensor-core path off (paths.c), so the portable kernels run instead. */
-static clkit_status build_mma(clkit_context *ctx, const problem *p, int bwd, const mma_tiles *t,
-                              const char *name, cl_kernel *k, plan *out, int *used)
+/* One pass's kernels as the plan step sees them: each on the tensor cores where it has a
+   tile there (on[i], mt[i]) and the family may take them, else on the portable tiles the pass
+   shares, the first candidate that every portable kernel of the pass runs. */
+typedef struct pass {
+    const problem *p;
+    int bwd;
+    const char *const *names_mma, *const *names_portable;
+    int on[3];
+    mma_tiles mt[3];
+    tiles cands[24];
+    int ncands, cand; /* ncands -1: not listed yet */
+    int i;            /* the kernel being planned */
+    blocking chosen[3];
+} pass;
+
+static void mma_options(const problem *p, int bwd, const mma_tiles *t, char *buf, size_t n)
 {
-    char opts[512];
-    snprintf(opts, sizeof opts, "%s -D %s -D HEAD_DIM=%d -D BLOCK_M=%d -D BLOCK_N=%d -D WARPS=%d%s",
+    snprintf(buf, n, "%s -D %s -D HEAD_DIM=%d -D BLOCK_M=%d -D BLOCK_N=%d -D WARPS=%d%s",
              clkit_dtype_macro(p->dtype), bwd ? "ATTN_BWD" : "ATTN_FWD", (int)p->d, t->bm, t->bn,
              t->warps, t->held_local ? " -D HELD_LOCAL" : "");
-    clkit_status s = clkit_get_kernel(ctx, "attention.cl", name, opts, k);
-    if (s == CLKIT_ERR_BUILD) clkit_path_failed(ctx, CLKIT_PATH_NV_MMA, CLKIT_FAMILY_ATTENTION);
-    if (s || (strcmp(name, "attn_bwd_delta") != 0 &&
-              (size_t)(t->warps * 32) > clkit_kernel_wg_limit(ctx, *k))) {
-        *used = 0;
-        return s == CLKIT_ERR_BUILD ? CLKIT_OK : s;
-    }
-    out->bm = t->bm, out->wg = (size_t)(t->warps * 32);
+}
+
+/* The pass's portable tiles: its current candidate, moved on past those whose work-group
+   exceeds wg_limit. CLKIT_ERR_UNSUPPORTED when none is left. */
+static clkit_status portable_tiles(clkit_context *ctx, pass *ps, size_t wg_limit, const tiles **t)
+{
+    if (ps->ncands < 0) ps->ncands = candidates(ctx, ps->p, ps->bwd, ps->cands, 24);
+    while (ps->cand < ps->ncands && wg_limit && (size_t)work_items(&ps->cands[ps->cand]) > wg_limit)
+        ps->cand++;
+    if (ps->cand >= ps->ncands)
+        return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "attention: no tile size fits this device's local "
+                          "memory and work-group limits for head dim %lld", (long long)ps->p->d);
+    *t = &ps->cands[ps->cand];
     return CLKIT_OK;
 }
 
+/* Kernel ps->i of the pass. attn_bwd_delta takes any work-group size (its launch picks one),
+   so only the tiled kernels bind a work-group here. */
+static clkit_status plan_attention(clkit_context *ctx, void *arg, size_t wg_limit, clkit_plan *plan)
+{
+    pass *ps = arg;
+    int i = ps->i;
+    const mma_tiles *mt = &ps->mt[i];
+    bool delta = strcmp(ps->names_portable[i], "attn_bwd_delta") == 0;
+    bool mma = ps->on[i] && clkit_path_allowed(ctx, CLKIT_PATH_NV_MMA, CLKIT_FAMILY_ATTENTION) &&
+               (!wg_limit || delta || (size_t)(mt->warps * 32) <= wg_limit);
+    plan->file = "attention.cl";
+    plan->family = CLKIT_FAMILY_ATTENTION;
+    plan->dims = 2;
+    if (mma) {
+        snprintf(plan->name, sizeof plan->name, "%s", ps->names_mma[i]);
+        mma_options(ps->p, ps->bwd, mt, plan->options, sizeof plan->options);
+        plan->path = CLKIT_PATH_NV_MMA;
+        ps->chosen[i] = (blocking){mt->bm, (size_t)(mt->warps * 32)};
+    } else {
+        const tiles *t = NULL;
+        clkit_status s = portable_tiles(ctx, ps, delta ? 0 : wg_limit, &t);
+        if (s) return s;
+        snprintf(plan->name, sizeof plan->name, "%s", ps->names_portable[i]);
+        build_options(ps->p, t, ps->bwd, plan->options, sizeof plan->options);
+        ps->chosen[i] = (blocking){t->bm, (size_t)work_items(t)};
+    }
+    plan->local[0] = delta ? 0 : ps->chosen[i].wg;
+    return CLKIT_OK;
+}
+
+/* Whether kernel k, planned on the portable tiles, fits the device's local memory. */
+static bool local_fits(clkit_context *ctx, cl_kernel k)
+{
+    uint64_t local, priv;
+    clkit_kernel_mem(ctx, k, &local, &priv);
+    return local <= ctx->props.local_mem;
+}
+
 /* The kernels names_mma[i] (tiles of kinds[i]) where the problem and the device take them,
-   else the portable names_portable[i], with their plans. */
+   else the portable names_portable[i], with their plans. A portable kernel that does not fit
+   moves the pass to its next candidate tiles, and the pass is planned again, so that its
+   portable kernels share one tile. */
 static clkit_status choose_kernels(clkit_context *ctx, const problem *p, int bwd,
                                    const clkit_tensor *const *ins, int nin, const int *kinds,
                                    const char *const *names_mma, const char *const *names_portable,
-                                   int n, cl_kernel *ks, plan *out)
+                                   int n, cl_kernel *ks, blocking *out)
 {
-    mma_tiles mt[3];
-    int on[3], n_on = mma_choice(ctx, p, ins, nin, kinds, n, mt, on), used = n_on > 0;
-    bool had = clkit_path_allowed(ctx, CLKIT_PATH_NV_MMA, CLKIT_FAMILY_ATTENTION);
-    for (int i = 0; i < n && used; i++) {
-        clkit_status s = on[i] ? build_mma(ctx, p, bwd, &mt[i], names_mma[i], &ks[i], &out[i], &used)
-                               : CLKIT_OK;
+    pass ps = {.p = p, .bwd = bwd, .names_mma = names_mma, .names_portable = names_portable,
+               .ncands = -1};
+    mma_choice(ctx, p, ins, nin, kinds, n, ps.mt, ps.on);
+    for (ps.i = 0; ps.i < n;) {
+        clkit_plan pl;
+        clkit_status s = clkit_plan_kernel(ctx, plan_attention, &ps, &pl, &ks[ps.i]);
         if (s) return s;
+        if (pl.path != CLKIT_PATH_NONE || local_fits(ctx, ks[ps.i])) {
+            out[ps.i] = ps.chosen[ps.i];
+            ps.i++;
+            continue;
+        }
+        const tiles *t = &ps.cands[ps.cand];
+        clkit_log(CLKIT_LOG_INFO, "attention: tiles %dx%d (%dx%d) exceed the device's local memory, "
+                  "trying smaller ones", t->bm, t->bn, t->tm, t->tn);
+        ps.cand++;
+        ps.i = 0;
     }
-    if (used && n_on == n) return CLKIT_OK;
-    cl_kernel portable[3];
-    plan chosen;
-    clkit_status s = pick_kernels(ctx, p, bwd, names_portable, n, portable, &chosen);
-    if (s == CLKIT_ERR_BUILD && had && !clkit_path_allowed(ctx, CLKIT_PATH_NV_MMA, CLKIT_FAMILY_ATTENTION))
-        clkit_path_acquit(ctx, CLKIT_PATH_NV_MMA, CLKIT_FAMILY_ATTENTION);
-    for (int i = 0; i < n && !s; i++)
-        if (!used || !on[i]) ks[i] = portable[i], out[i] = chosen;
-    return s;
+    return CLKIT_OK;
 }
 
 static size_t groups_of(int64_t rows, int block) { return (size_t)((rows + block - 1) / block); }
@@ -580,7 +602,7 @@ static clkit_status forward(clkit_context *ctx, const call *c, const tiles *forc
     p.force = force;
     const clkit_tensor *ins[3] = {c->q, c->k, c->v};
     cl_kernel kern;
-    plan t;
+    blocking t;
     clkit_status s;
     if ((s = choose_kernels(ctx, &p, 0, ins, 3, fwd_kinds, fwd_names_mma, fwd_names, 1, &kern, &t)))
         return s;
@@ -624,7 +646,7 @@ static clkit_status launch_delta(clkit_context *ctx, cl_kernel kern, const probl
 
 /* dq (dkdv 0) or dk and dv (dkdv 1): the arguments the two kernels share, then the launch. */
 static clkit_status launch_grad(clkit_context *ctx, cl_kernel kern, const problem *p,
-                                const plan *t, const bwd_views *bv, int dkdv)
+                                const blocking *t, const bwd_views *bv, int dkdv)
 {
     cl_int hq = (cl_int)p->hq, group = (cl_int)(p->hq / p->hkv), lq = (cl_int)p->lq;
     cl_int lk = (cl_int)p->lk, causal = p->causal;
@@ -674,7 +696,7 @@ static clkit_status backward(clkit_context *ctx, const call *c, const tiles *for
     p.force = force;
     const clkit_tensor *ins[4] = {c->q, c->k, c->v, c->dout};
     cl_kernel kern[3];
-    plan t[3];
+    blocking t[3];
     clkit_status s;
     if ((s = choose_kernels(ctx, &p, 1, ins, 4, bwd_kinds, bwd_names_mma, bwd_names, 3, kern, t)))
         return s;
