@@ -45,6 +45,20 @@ static double time_candidate(clkit_context *ctx, const clkit_config *c, clkit_tu
     return (s[0] + s[1] + s[2] - lo - hi) * 1e3 / reps;
 }
 
+clkit_lookup clkit_choose_config(clkit_context *ctx, const clkit_chooser *ch, clkit_config *out)
+{
+    clkit_config tuned;
+    clkit_lookup found = clkit_cache_lookup(ctx, &ch->key, &tuned);
+    *out = ch->heuristic;
+    if (found == CLKIT_LOOKUP_NONE || !ch->legal(ctx, ch->problem, &tuned)) return found;
+    uint64_t groups = ch->groups ? ch->groups(ch->problem, &tuned) : 0;
+    if (found == CLKIT_LOOKUP_NEAREST && groups &&
+        clkit_grid_starves(&ctx->props, groups, ch->groups(ch->problem, &ch->heuristic)))
+        return found;
+    *out = tuned;
+    return found;
+}
+
 clkit_status clkit_autotune(clkit_context *ctx, const clkit_tune_key *key, const clkit_config *cands,
                             int n, clkit_tune_run run, void *user, const clkit_tune_options *topt,
                             clkit_config *best)

@@ -39,6 +39,22 @@ typedef enum { CLKIT_LOOKUP_NONE, CLKIT_LOOKUP_NEAREST, CLKIT_LOOKUP_EXACT } clk
 /* The cached config for key on this device: the exact shape, else the nearest tuned shape of
    the same op, dtypes and layout (log-distance over the shape), else NONE. */
 clkit_lookup clkit_cache_lookup(clkit_context *ctx, const clkit_tune_key *key, clkit_config *out);
+/* How a tuned op judges configurations in the plan's first step. */
+typedef struct clkit_chooser {
+    clkit_tune_key key;
+    const void *problem;
+    /* Whether c runs this problem on this device (and the fast paths it may take now). */
+    bool (*legal)(const clkit_context *ctx, const void *problem, const clkit_config *c);
+    /* Work-groups c launches over the problem, 0 when it does not say; NULL: never asked. */
+    uint64_t (*groups)(const void *problem, const clkit_config *c);
+    clkit_config heuristic;
+} clkit_chooser;
+
+/* The rule every tuned op plans by: the tuned entry for the exact shape, else the nearest
+   tuned shape's, where legal here; a nearest entry whose grid leaves compute units idle that
+   the heuristic's would fill (a tile measured on a larger shape) gives way to the heuristic,
+   as does no entry. Returns what the lookup found, legal or not. */
+clkit_lookup clkit_choose_config(clkit_context *ctx, const clkit_chooser *ch, clkit_config *out);
 /* Adds or replaces key's entry: read-merge-write under a lock, temp file + rename. */
 clkit_status clkit_cache_store(clkit_context *ctx, const clkit_tune_key *key,
                                const clkit_config *cfg, double ms);

@@ -243,6 +243,18 @@ static const tiles *tile_list(const struct clkit_device_props *dp, int bwd, int 
     return dp->is_gpu ? (bwd ? gpu_bwd : gpu_fwd) : cpu_tiles;
 }
 
+typedef struct tuned_problem {
+    const problem *p;
+    int bwd;
+} tuned_problem;
+
+static bool tuned_legal(const clkit_context *ctx, const void *arg, const clkit_config *c)
+{
+    const tuned_problem *tp = arg;
+    tiles t;
+    return tiles_from_config(c, &t) && tiles_legal(&ctx->props, &t, (int)tp->p->d, tp->bwd);
+}
+
 /* Tiles to try, best first: a tuned entry that fits, then the heuristic's legal tiles within
    the register budget, then any legal tile. The caller builds each in turn until one fits
    the built kernel's limits. */
@@ -251,18 +263,22 @@ static int candidates(clkit_context *ctx, const problem *p, int bwd, tiles *out,
     const struct clkit_device_props *dp = &ctx->props;
     int n = 0, d = (int)p->d, len;
     if (p->force) return tiles_legal(dp, p->force, d, bwd) ? (out[0] = *p->force, 1) : 0;
-    clkit_tune_key key = tune_key(p, bwd);
-    clkit_config cfg;
-    tiles t;
-    if (clkit_cache_lookup(ctx, &key, &cfg) != CLKIT_LOOKUP_NONE && tiles_from_config(&cfg, &t) &&
-        tiles_legal(dp, &t, d, bwd))
-        add_candidate(out, &n, max, &t);
     const tiles *list = tile_list(dp, bwd, &len);
+    tiles heuristic[24];
+    int nh = 0;
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < len; i++)
             if (tiles_legal(dp, &list[i], d, bwd) &&
                 (pass || accumulators(&list[i], d, bwd) <= MAX_ACCUMULATORS))
-                add_candidate(out, &n, max, &list[i]);
+                add_candidate(heuristic, &nh, 24, &list[i]);
+    tuned_problem tp = {p, bwd};
+    clkit_chooser ch = {tune_key(p, bwd), &tp, tuned_legal, NULL, {0}};
+    if (nh) ch.heuristic = config_of(&heuristic[0]);
+    clkit_config cfg;
+    tiles t;
+    clkit_choose_config(ctx, &ch, &cfg);
+    if (tiles_from_config(&cfg, &t)) add_candidate(out, &n, max, &t);
+    for (int i = 0; i < nh; i++) add_candidate(out, &n, max, &heuristic[i]);
     return n;
 }
 

@@ -825,11 +825,20 @@ static clkit_status tune(clkit_context *ctx, const problem *pr, const clkit_tune
                          clkit_config *best);
 
 /* Work-groups of a tiled config (blocked or tensor-core) over the problem; 0 for the others. */
-static uint64_t tile_groups(const problem *pr, const clkit_config *c)
+static uint64_t tile_groups(const void *arg, const clkit_config *c)
 {
+    const problem *pr = arg;
     int bm = cfg(c, "BLOCK_M"), bn = cfg(c, "BLOCK_N");
     if (bm <= 0 || bn <= 0) return 0;
     return (uint64_t)(ceil_div(pr->m, bm) * ceil_div(pr->n, bn) * pr->batch);
+}
+
+/* A tuned entry serves where it is legal, and names CLBlast only where the provider allows. */
+static bool tuned_legal(const clkit_context *ctx, const void *arg, const clkit_config *c)
+{
+    const problem *pr = arg;
+    return config_legal(&ctx->props, pr, c) &&
+           !(pr->opt.provider == CLKIT_PROVIDER_CLKIT && clkit_config_get(c, "provider", 0));
 }
 
 static clkit_status choose(clkit_context *ctx, const problem *pr, clkit_config *c)
@@ -853,26 +862,12 @@ static clkit_status choose(clkit_context *ctx, const problem *pr, clkit_config *
         *c = heuristic_config(&ctx->props, pr);
         return CLKIT_OK;
     }
-    clkit_tune_key key = tune_key(pr);
-    clkit_lookup found = clkit_cache_lookup(ctx, &key, c);
-    int usable = found != CLKIT_LOOKUP_NONE && config_legal(&ctx->props, pr, c) &&
-                 !(o->provider == CLKIT_PROVIDER_CLKIT && clkit_config_get(c, "provider", 0));
+    clkit_chooser ch = {tune_key(pr), pr, tuned_legal, tile_groups, heuristic_config(&ctx->props, pr)};
+    clkit_lookup found = clkit_choose_config(ctx, &ch, c);
     const char *autotune = getenv("CLKIT_AUTOTUNE");
     if (found != CLKIT_LOOKUP_EXACT && autotune && strcmp(autotune, "1") == 0 &&
         o->provider == CLKIT_PROVIDER_AUTO)
         return tune(ctx, pr, NULL, c);
-    if (!usable) {
-        *c = heuristic_config(&ctx->props, pr);
-        return CLKIT_OK;
-    }
-    /* A nearest-shape entry was tuned for another size: its tiles may leave compute units idle
-       here (2048^3's 256 x 128 gave 1024^3 32 work-groups on an H100's 132 units: 10.4
-       TFLOP/s against the heuristic's 26.4). */
-    uint64_t groups = tile_groups(pr, c);
-    if (found == CLKIT_LOOKUP_NEAREST && groups) {
-        clkit_config h = heuristic_config(&ctx->props, pr);
-        if (clkit_grid_starves(&ctx->props, groups, tile_groups(pr, &h))) *c = h;
-    }
     return CLKIT_OK;
 }
 
