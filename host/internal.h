@@ -159,6 +159,11 @@ typedef clkit_status (*clkit_plan_fn)(clkit_context *ctx, void *problem, size_t 
    A built kernel that cannot run the planned work-group is planned again within its limit. */
 clkit_status clkit_plan_kernel(clkit_context *ctx, clkit_plan_fn plan_fn, void *problem,
                                clkit_plan *plan, cl_kernel *k);
+/* For a source that takes `path` unless `portable` (" -D NAME") is defined: sets the plan's
+   path (NONE where the family may not take it) and family, and returns the define to add to
+   its options ("" where the device lacks the path: its source then stays portable anyway). */
+const char *clkit_plan_path(const clkit_context *ctx, clkit_plan *plan, clkit_path path,
+                            clkit_family family, const char *portable);
 /* clkit_run with the plan's geometry. */
 clkit_status clkit_plan_run(clkit_context *ctx, const clkit_plan *plan, const clkit_args *a);
 /* Elementwise launch over n same-shaped tensors: "<base>_dense" when every view is dense,

@@ -109,6 +109,15 @@ clkit_status clkit_plan_kernel(clkit_context *ctx, clkit_plan_fn plan_fn, void *
     }
 }
 
+const char *clkit_plan_path(const clkit_context *ctx, clkit_plan *plan, clkit_path path,
+                            clkit_family family, const char *portable)
+{
+    bool allowed = clkit_path_allowed(ctx, path, family);
+    plan->path = allowed ? path : CLKIT_PATH_NONE;
+    plan->family = family;
+    return ctx->path_on[path] && !allowed ? portable : "";
+}
+
 clkit_status clkit_plan_run(clkit_context *ctx, const clkit_plan *plan, const clkit_args *a)
 {
     return clkit_run(ctx, a, plan->dims, plan->global, plan->local[0] ? plan->local : NULL);

@@ -226,16 +226,14 @@ static clkit_status plan_rows(clkit_context *ctx, void *arg, size_t wg_limit, cl
     row_problem *p = arg;
     uint64_t span = (uint64_t)p->n + (uint64_t)p->phase;
     const ln_plan r = p->rows = make_plan(&ctx->props, span, p->vec, wg_limit, p->backward);
-    bool shuffles = clkit_path_allowed(ctx, CLKIT_PATH_NV_SHUFFLE, CLKIT_FAMILY_LAYERNORM);
+    const char *portable = clkit_plan_path(ctx, plan, CLKIT_PATH_NV_SHUFFLE, CLKIT_FAMILY_LAYERNORM,
+                                           " -D LN_PORTABLE");
     plan->file = "layernorm.cl";
     snprintf(plan->name, sizeof plan->name, "%s", names[p->backward][r.loop]);
     snprintf(plan->options, sizeof plan->options,
              "%s -D TEAM=%u -D ROWS=%u -D ITEMS=%u -D VEC=%u -D LOOP=%d -D BACKWARD=%d%s%s",
              clkit_dtype_macro(p->dtype), r.team, r.rows, r.items, r.vec, r.loop, p->backward,
-             r.wb_local ? " -D WB_LOCAL" : "",
-             ctx->path_on[CLKIT_PATH_NV_SHUFFLE] && !shuffles ? " -D LN_PORTABLE" : "");
-    plan->path = shuffles ? CLKIT_PATH_NV_SHUFFLE : CLKIT_PATH_NONE;
-    plan->family = CLKIT_FAMILY_LAYERNORM;
+             r.wb_local ? " -D WB_LOCAL" : "", portable);
     plan->dims = 1;
     plan->local[0] = (size_t)r.team * r.rows;
     return CLKIT_OK;

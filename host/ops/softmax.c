@@ -58,14 +58,12 @@ static clkit_status plan_softmax(clkit_context *ctx, void *arg, size_t wg_limit,
     problem *p = arg;
     unsigned vec = vector_width(p->l, p->dtype);
     const clkit_softmax_plan r = p->rows = clkit_softmax_heuristic(&ctx->props, row_span(p->l, vec), vec, wg_limit);
-    bool shuffles = clkit_path_allowed(ctx, CLKIT_PATH_NV_SHUFFLE, CLKIT_FAMILY_SOFTMAX);
+    const char *portable = clkit_plan_path(ctx, plan, CLKIT_PATH_NV_SHUFFLE, CLKIT_FAMILY_SOFTMAX,
+                                           " -D SOFTMAX_PORTABLE");
     plan->file = "softmax.cl";
     snprintf(plan->name, sizeof plan->name, "%s", r.online ? "softmax_online" : "softmax_rows");
     snprintf(plan->options, sizeof plan->options, "%s -D TEAM=%u -D ROWS=%u -D ITEMS=%u -D VEC=%u -D ONLINE=%d%s",
-             clkit_dtype_macro(p->dtype), r.team, r.rows, r.items, r.vec, r.online,
-             ctx->path_on[CLKIT_PATH_NV_SHUFFLE] && !shuffles ? " -D SOFTMAX_PORTABLE" : "");
-    plan->path = shuffles ? CLKIT_PATH_NV_SHUFFLE : CLKIT_PATH_NONE;
-    plan->family = CLKIT_FAMILY_SOFTMAX;
+             clkit_dtype_macro(p->dtype), r.team, r.rows, r.items, r.vec, r.online, portable);
     plan->dims = 1;
     plan->local[0] = (size_t)r.team * r.rows;
     return CLKIT_OK;
