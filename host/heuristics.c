@@ -81,14 +81,13 @@ int clkit_grid_starves(const struct clkit_device_props *p, uint64_t groups, uint
     return groups < p->compute_units && alternative > groups;
 }
 
-/* Values a work-item holds per row (on chip) or per step (online). On GPUs, measured on an
-   H200 (4096 x N, f32): NVIDIA's compiler gives a work-item about 3 registers per held value
-   and cannot be told to use fewer (-cl-nv-maxrregcount is accepted and ignored), so occupancy
-   falls as rows held on chip grow. Up to 2048 positions 8 values per lane held on chip were
-   fastest (2.47 TB/s at N = 1024 against 2.33 for a warp per row with 32 each); longer rows ran
-   fastest on the online path, 16 values per lane per step in two steps at most, whose second
-   read hits L2 because only the rows in flight (under 35 MB) are reread: 3.33, 3.27 and 3.50 TB/s
-   at N = 4096, 12672 and 32768 against 3.24, 2.69 and 3.46 held in registers. */
+/* Values a work-item holds per row (on chip) or per step (online). On GPUs NVIDIA's compiler
+   gives a work-item about 3 registers per held value and cannot be told to use fewer
+   (-cl-nv-maxrregcount is accepted and ignored), so occupancy falls as rows held on chip grow.
+   Up to 2048 positions 8 values per lane held on chip were fastest, ahead of a warp per row
+   with 32 each; longer rows ran fastest on the online path, 16 values per lane per step in two
+   steps at most, whose second read hits L2 because only the rows in flight are reread
+   (measurements: docs/layernorm-softmax.md#measurements-behind-the-code). */
 #define SOFTMAX_GPU_ITEMS 8u
 #define SOFTMAX_GPU_MAX_TEAM 256u
 #define SOFTMAX_ONLINE_ITEMS 16u

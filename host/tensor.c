@@ -265,9 +265,9 @@ bool clkit_view_is_dense(const clkit_view *v, int ndim)
 }
 
 /* Released scratch stays in the context's pool: buffers created and freed in every call cost
-   linear cross-entropy (T 32768, D 384, V 32768, 414 MiB of scratch) 3 % of its time on an
-   H200, the device idle while they were made. A request takes the smallest pooled buffer of
-   at least its size and at most twice it. */
+   linear cross-entropy a measurable share of its time, the device idle while they were made.
+   A request takes the smallest pooled buffer of at least its size and at most twice it
+   (measurements: docs/linear-cross-entropy.md#measurements-behind-the-code). */
 static cl_mem pool_take(clkit_context *ctx, size_t bytes)
 {
     int best = -1;

@@ -228,8 +228,8 @@ typedef struct clkit_matmul_options {
     /* f32 operands on NVIDIA tensor cores. By default they run there as 3xTF32 (each operand
        split into its TF32 part and the remainder, three TF32 products a step, each step's sum
        added to the accumulator by an f32 add): at most 2^-19 of a product is lost, and the
-       result is as accurate as an f32 FMA loop's (H100, 4096^3 uniform inputs: 5.3e-7
-       relative error against cuBLAS's exact f32 1.1e-6).
+       result is as accurate as an f32 FMA loop's (measurements:
+       docs/nvidia-tensor-cores.md#numbers-f32-matmul-on-an-h100).
        Nonzero allow_tf32 rounds each input to TF32 instead (10 mantissa bits, f32 range, f32
        accumulation), as PyTorch's allow_tf32: about 2^-11 relative error per input, faster.
        Nonzero exact_f32 keeps f32 off the tensor cores: every product an f32 FMA (the portable

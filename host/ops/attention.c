@@ -329,12 +329,9 @@ static const mma_tiles mma_dq[] = {{128, 32, 4, 0, 0}, {64, 32, 4, 0, 0}, {64, 1
    the registers, so there they stay in local memory (the last field), which sm_90 has room
    for beside the streamed tiles; where it has not (sm_80), the forward holds them in
    registers and the backward stays portable (dK/dV's two accumulators alone fill 128
-   registers; dQ spills 324 bytes). At D 128 on an H100 (TFLOP/s, causal 32x4xLx128, L 1024 /
-   4096, held rows in local memory): forward 64 x 16 on 4 warps 42.3 / 52.0, 128 x 16 on 8
-   39.9 / 51.8, 64 x 32 34.3 / 41.5, 128 x 32 33.5 / 43.7, 64 x 64 24.7 / 31.2; backward dK/dV
-   64 x 16 28.5 / 35.7, 128 x 16 on 8 28.5 / 36.5, 32 x 16 on 2 24.7 / 29.6, 64 x 32 21.8 /
-   27.9 (timed before each block's products reached the accumulators by f32 adds, which took
-   about a tenth off the chosen tiles: 38.2 forward and 26.2 backward at L 1024). */
+   registers; dQ spills 324 bytes). At D 128, with the held rows in local memory, 16 streamed
+   rows beat 32 and 64 in the forward and in dK/dV, and 128 held rows on 8 warps gained little
+   over 64 on 4 (measurements: docs/attention.md#measurements-behind-the-code). */
 #define MMA_F32_SPILL 320
 static const mma_tiles mma_fwd_f32[] = {{64, 32, 4, 64, 0}, {64, 16, 4, 128, 1}, {64, 16, 4, 128, 0}};
 static const mma_tiles mma_dkdv_f32[] = {{64, 32, 4, 32, 0}, {64, 16, 4, 64, 0}, {64, 16, 4, 128, 1}};

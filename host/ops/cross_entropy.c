@@ -39,20 +39,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Bytes of chunk scratch, at most: measured on an H100, 64 MiB keeps the scratch within 5 % of
-   the extra memory of torch's linear + cross-entropy on the shapes of TARGETS.md, at 0 to 20 %
-   more time than 256 MiB. */
+/* Bytes of chunk scratch, at most: small beside the extra memory of torch's linear +
+   cross-entropy on the shapes of TARGETS.md, at a modest cost in time against a budget four
+   times larger (measurements: docs/linear-cross-entropy.md#measurements-behind-the-code). */
 #define LCE_BUDGET (64ull << 20)
 #define LCE_COLS 128              /* default chunk widths are multiples of this */
 #define FUSED_COLS 256            /* fused chunks: a multiple of every fused tile's BLOCK_N */
 /* Fused, the chunk scratch (with the f32 dx or dweight sums and the per-tile states) may take
    half a byte a logit, T x V / 2, within [LCE_FUSED_MIN, LCE_FUSED_MAX]. An unfused call holds
-   about ten bytes a logit (torch's f16 logits, their f32 copy and the f32 gradient: 10.7 and
-   12.0 GiB on the shapes of TARGETS.md), so this stays near 5 % of it. Wider chunks feed the
-   GEMMs longer: on an H200, T 8192, D 4096, V 128256 took 49.7 ms in chunks of 4096 (224 MiB
-   in all), 47.7 in 8192 (288 MiB) and 46.5 in 16384 (416 MiB); T 32768, D 384, V 32768 took
-   8.36 ms in token chunks of 2304 rows (208 MiB), 7.87 in 4096 (320 MiB), 7.39 in 8192
-   (568 MiB). */
+   about ten bytes a logit (torch's f16 logits, their f32 copy and the f32 gradient), so this
+   stays near 5 % of it. Wider chunks feed the GEMMs longer: vocabulary and token chunks alike
+   ran faster the more scratch they were given (measurements:
+   docs/linear-cross-entropy.md#measurements-behind-the-code). */
 #define LCE_FUSED_MIN (224ull << 20)
 #define LCE_FUSED_MAX (1ull << 30) /* a bound for huge calls, whose chunks are long GEMMs anyway */
 #define DB_COLS 32                /* lce_dbias's work-group, as in the kernel */
@@ -526,10 +524,9 @@ static int64_t chunk_waves(int64_t t, int64_t v, int64_t w, const int *tile, int
 }
 
 /* Of the widths from w / 2 to w in steps of FUSED_COLS, the widest whose chunks' GEMMs take
-   the fewest waves: a chunk's last wave may leave most compute units idle. On an H200 (132
-   units), T 8192, D 4096, V 128256 took 46.3 ms in chunks of 16384 (250 waves) and 45.9 in
-   16896 (243, as many as the whole grid would); 8448 (243 too) took 46.7, so narrower chunks
-   cost more than their waves. */
+   the fewest waves: a chunk's last wave may leave most compute units idle. Among widths with
+   as few waves the widest wins, since narrower chunks cost more than their waves
+   (measurements: docs/linear-cross-entropy.md#measurements-behind-the-code). */
 static int64_t wave_width(int64_t t, int64_t v, int64_t w, const int *tile, int64_t resident)
 {
     int64_t best = w, fewest = chunk_waves(t, v, w, tile, resident);
@@ -765,8 +762,8 @@ static clkit_status chunk_consume(clkit_context *ctx, const lce *l, int64_t v0, 
    as matmul's mma_shapes, then 1 for Hopper's wgmma), the first legal one taken: wgmma on
    sm_90, then mma.sync with sm_90's larger local memory, then rings within 48 KiB. Wide
    tiles halve the forward's per-tile states (T x V / BLOCK_N x 8 bytes of scratch); in the
-   backward 128 x 256 also beat 128 x 128 on 8 warps (H100, the shapes of TARGETS.md: 23.4 /
-   124.7 ms against 24.7 / 132.5). */
+   backward 128 x 256 also beat 128 x 128 on 8 warps on both shapes of TARGETS.md
+   (measurements: docs/linear-cross-entropy.md#measurements-behind-the-code). */
 static const int fused_tiles[][7] = {
     {128, 256, 64, 8, 1, 4, 1},  {128, 256, 32, 2, 4, 4, 0}, {128, 256, 32, 2, 4, 2, 0},
     {128, 128, 32, 2, 2, 3, 0}, {64, 64, 32, 2, 2, 4, 0},
@@ -775,11 +772,9 @@ static const int fused_tiles[][7] = {
 
 /* The token chunks' logits GEMM on wgmma (where it builds; else fused_tiles' first): K = D is
    short there and the epilogue, which also stores the logits, weighs most. The best tile
-   depends on how the tiles load. Measured on an H200 (T 32768, D 384, V 32768): with the TMA,
-   whole calls, 128 x 256 (4 stages) 8.46 ms against 8.71 for 256 x 128, 9.60 for 128 x 128
-   (3 stages) and 9.94 for 128 x 128 (4); on cp.async, the 14-16 logits GEMMs of a call,
-   128 x 128 (3 stages) 4.15 ms against 4.93 for 128 x 256 (4 stages), 5.24 for 128 x 256 (3),
-   4.42 for 256 x 128, 5.42 for 128 x 128 at 4 stages, 5.28 for 64 x 128. */
+   depends on how the tiles load: with the TMA 128 x 256 (4 stages) was the fastest timed, on
+   cp.async 128 x 128 (3 stages) (measurements:
+   docs/linear-cross-entropy.md#measurements-behind-the-code). */
 static const int token_tiles[2][7] = {{128, 256, 64, 8, 1, 4, 1}, {128, 128, 64, 8, 1, 3, 1}};
 
 static void fused_config(const int *t, char *buf, size_t n)

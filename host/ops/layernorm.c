@@ -28,33 +28,35 @@ typedef struct ln_plan {
     int loop, wb_local;
 } ln_plan;
 
-/* GPUs: values a work-item holds on chip, as measured best for softmax on an H200 (NVIDIA
-   spends about 3 registers per held value); at the largest team the forward may hold twice as
-   many before rows loop, the backward (which also holds dy and the dw and db sums per value)
-   12: on an H100 12 ran at the speed of 8 (1.9 TB/s at N = 11264) and 16 spilled. */
+/* GPUs: values a work-item holds on chip, as measured best for softmax (NVIDIA spends about
+   3 registers per held value); at the largest team the forward may hold twice as many before
+   rows loop, the backward (which also holds dy and the dw and db sums per value) 12: 12 ran at
+   the speed of 8 and 16 spilled (measurements:
+   docs/layernorm-softmax.md#measurements-behind-the-code). */
 #define LN_GPU_ITEMS 8u
 #define LN_GPU_MAX_ITEMS_FWD 16u
 #define LN_GPU_MAX_ITEMS_BWD 12u
 /* 16-bit rows in 16-byte vectors (8 values) reach 12 only as 8: without this the backward
    loops from N 8193 on, where the loop kernel's per-row update of the partial dw and db rows
-   costs more than its loads (H100 f16, N 8704 to 15872: 250-270 GB/s looping, 670-860 held at
-   16 a lane, though 1024-lane teams then spill). */
+   costs more than its loads: held at 16 a lane those rows ran far faster, though 1024-lane
+   teams then spill (measurements: docs/layernorm-softmax.md#measurements-behind-the-code). */
 #define LN_GPU_MAX_ITEMS_BWD_VEC8 16u
 /* Those rows also start at two chunks (16 values) a lane in the backward once that leaves a
-   team of at least 4 warps: half the lanes per row, so groups of 512 where 1024 spilled (H100
-   f16 4096 x 8192: 1474 -> 1696 GB/s; x 1536 to 7680 5-20 % faster; x 1024, where the team
-   would be 2 warps, 555 -> 475, so it keeps one chunk). */
+   team of at least 4 warps: half the lanes per row, so groups of 512 where 1024 spilled. A
+   team of 2 warps ran slower on two chunks, so such rows keep one (measurements:
+   docs/layernorm-softmax.md#measurements-behind-the-code). */
 #define LN_GPU_BWD_VEC8_CHUNKS 2u
 #define LN_GPU_MAX_TEAM 1024u
 /* Forward groups of at least this many work-items keep weight and bias in local memory (as
    f32, 8 bytes a held value) where it has room: their registers then go to the rows, which
-   lets 512-lane groups run two to a compute unit and 1024-lane ones prefetch without spilling
-   (H100 f32, M 4096, GB/s: N 4096 2313 -> 2571, 8192 2590 -> 2668, 15360 1816 -> 2651; N 2048,
-   256 lanes, 2300 -> 2266 in a trial, so smaller groups keep them in registers). */
+   lets 512-lane groups run two to a compute unit and 1024-lane ones prefetch without spilling.
+   256-lane groups lost in a trial, so smaller groups keep them in registers (measurements:
+   docs/layernorm-softmax.md#measurements-behind-the-code). */
 #define LN_WB_LOCAL_MIN_WG 512u
-/* CPUs (PoCL): no registers to fit, and every distinct plan is one more slow build (about 4 s
-   each): two shapes, rows of up to 256 positions on chip, 2 to a group of 8-lane teams, and
-   longer rows looping over 64 lanes, whose second read comes from the CPU's caches. */
+/* CPUs (PoCL): no registers to fit, and every distinct plan is one more slow build: two
+   shapes, rows of up to 256 positions on chip, 2 to a group of 8-lane teams, and longer rows
+   looping over 64 lanes, whose second read comes from the CPU's caches (measurements:
+   docs/layernorm-softmax.md#measurements-behind-the-code). */
 #define LN_CPU_TEAM 8u
 #define LN_CPU_ITEMS 32u
 #define LN_CPU_LOOP_TEAM 64u
@@ -240,18 +242,18 @@ static clkit_status plan_rows(clkit_context *ctx, void *arg, size_t wg_limit, cl
 }
 
 /* Registers a backward work-item takes: about 3 per held value plus 56 for the pointers,
-   strides and reduction (NVIDIA's compiler on an H100: 80 at 8 values a lane in 256-lane
-   groups; 93 wanted, 64 given, in 1024-lane ones). No OpenCL query reports them, but the
-   backward's grid must not count on more resident groups than fit: each group writes, and
-   layernorm_dwdb rereads, 2N floats of partials, and twice the resident 1024-lane groups at
-   4096 x 8192 (f16) made 17 MB of partials beside 201 MB of rows. */
+   strides and reduction, as NVIDIA's compiler allots them (in 1024-lane groups it gives fewer
+   than it wants). No OpenCL query reports them, but the backward's grid must not count on
+   more resident groups than fit: each group writes, and layernorm_dwdb rereads, 2N floats of
+   partials, and twice the resident 1024-lane groups at 4096 x 8192 (f16) made 17 MB of
+   partials beside 201 MB of rows (register counts:
+   docs/layernorm-softmax.md#measurements-behind-the-code). */
 #define LN_BWD_REGS(items) (3u * (items) + 56u)
-/* The forward's likewise, fewer where weight and bias stay in local memory: the driver's
-   kernels for an H100 take 79-87 registers at 8 values a lane in 256- and 512-lane groups
-   holding them in registers, 64 in 512- and 1024-lane ones holding them in local memory. A
-   grid counting only work-items ran twice the resident 1024-lane groups, in two waves, each
-   group starting by loading weight, bias and a first row (f32 4096 x 8192 2670 -> 2707 GB/s
-   at one group a compute unit, f16 2181 -> 2230). */
+/* The forward's likewise, fewer where weight and bias stay in local memory, as the driver's
+   kernels take fewer there than where they hold them in registers. A grid counting only
+   work-items ran twice the resident 1024-lane groups, in two waves, each group starting by
+   loading weight, bias and a first row; one group a compute unit ran faster (measurements:
+   docs/layernorm-softmax.md#measurements-behind-the-code). */
 #define LN_FWD_REGS(plan) ((plan)->wb_local ? 2u * (plan)->items + 48u : LN_BWD_REGS((plan)->items))
 
 /* Persistent groups for the built kernel: as many as the compute units hold (counting

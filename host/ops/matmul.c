@@ -336,10 +336,10 @@ static const int block_shapes[][5] = {
    one that gives every compute unit a work-group): (BLOCK_M, BLOCK_N, BLOCK_K, WARPS_M,
    WARPS_N, STAGES). The wide tile halves the L2 traffic of 128 x 128, and more slices in flight
    hide its latency. On sm_90 the ring may pass the 48 KiB that NVIDIA's OpenCL reports
-   (local_mem_static): four or six 128 x 256 x 32 stages (96 / 144 KiB) ran 287 / 308 TFLOP/s at
-   4096^3 / 8192^3 against 253 / 278 for the best 48 KiB ring (four 128 x 256 x 16 stages),
-   which leads where the deeper rings do not fit (sm_80). tests/compile_nvptx.sh reads this
-   table. */
+   (local_mem_static): four or six 128 x 256 x 32 stages (96 / 144 KiB) beat the best 48 KiB
+   ring (four 128 x 256 x 16 stages), which leads where the deeper rings do not fit (sm_80).
+   tests/compile_nvptx.sh reads this table (measurements:
+   docs/nvidia-tensor-cores.md#measurements-behind-the-code). */
 static const int mma_shapes[][6] = {
     {128, 256, 32, 2, 4, 4}, {128, 256, 32, 2, 4, 6}, {256, 128, 32, 4, 2, 4},
     {128, 256, 16, 2, 4, 4}, {256, 128, 16, 4, 2, 4}, {128, 128, 32, 2, 2, 3},
@@ -351,13 +351,13 @@ static const int mma_shapes[][6] = {
 };
 
 /* The same for f32 operands rounded to TF32 (BLOCK_K in f32 elements, twice the bytes): the
-   ring of 48 KiB holds half the k of the 16-bit tiles (H100 at 4096^3: 1.33, 1.42, 1.50 ms
-   for the first three). 128 x 128 on four warps is left out: with the TF32 conversions its
-   64 x 64 warp pieces spill at BLOCK_K 16. The last four need sm_90's larger rings; the
-   tuner took 128 x 128 x 32 on 8 warps, 4 stages, at 4096^3 (1.23 ms). Default f32 (3xTF32,
-   three mma a product) runs the same tiles: the tuner took the first at 2048^3, 4096^3 and
-   8192^3 (59-64 TFLOP/s on an H100, cuBLAS's exact f32 50-52), 128 x 64 x 16 at 3072^3 and
-   64 x 64 x 32 at 1024^3. */
+   ring of 48 KiB holds half the k of the 16-bit tiles (the first three in order of speed).
+   128 x 128 on four warps is left out: with the TF32 conversions its 64 x 64 warp pieces
+   spill at BLOCK_K 16. The last four need sm_90's larger rings; the tuner took 128 x 128 x 32
+   on 8 warps, 4 stages, at 4096^3. Default f32 (3xTF32, three mma a product) runs the same
+   tiles, ahead of cuBLAS's exact f32: the tuner took the first at 2048^3, 4096^3 and 8192^3,
+   128 x 64 x 16 at 3072^3 and 64 x 64 x 32 at 1024^3 (measurements:
+   docs/nvidia-tensor-cores.md#measurements-behind-the-code). */
 static const int tf32_shapes[][6] = {
     {128, 256, 8, 2, 4, 4},  {128, 128, 16, 2, 4, 3}, {256, 128, 8, 4, 2, 4},
     {128, 64, 16, 2, 2, 4},  {64, 128, 16, 2, 2, 4},  {128, 128, 8, 2, 4, 6},
@@ -377,8 +377,8 @@ static size_t mma_table(const problem *pr, const int (**rows)[6])
 
 /* The wgmma tiles (sm_90, 16-bit operands), tried before mma_shapes: (BLOCK_M, BLOCK_N,
    STAGES, speed), BLOCK_K 64, a warpgroup per 64 rows; speed is the tile's TFLOP/s in percent
-   of the first's on a full grid (H100, 4096^3, where every tile's last wave is nearly full:
-   0.3045 ms for the first). */
+   of the first's on a full grid, measured at a size where every tile's last wave is nearly
+   full (measurements: docs/nvidia-wgmma.md#measurements-behind-the-code). */
 static const int wgmma_shapes[][4] = {
     {128, 256, 4, 100}, {256, 128, 4, 97}, {128, 128, 6, 85}, {128, 128, 4, 87},
     {64, 256, 4, 67},   {64, 128, 4, 79},  {128, 64, 4, 72},  {64, 64, 4, 63},
@@ -418,12 +418,12 @@ static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
    half a wave: each compute unit runs ceil(groups / units) work-groups of a tile one after
    another, each taking the tile's area over its speed. Only tiles whose ring lets one
    work-group a compute unit are weighed (smaller ones share a unit, which this count does not
-   model: H100 at 768^3 and 1024^3, two 64 x 64 work-groups a unit beat one 64 x 128 by 6-13 %,
-   and the rule below takes them). Unlike "the fastest tile that fills the device", this sees
-   a last wave left mostly empty: 2176^3 on 128 x 256 makes 153 work-groups, two rounds on 132
-   compute units, where 128 x 128 takes three full ones (H100: 226 -> 244 TFLOP/s; 1536^3 and
-   2048^3 take 128 x 256 over 128 x 128: 161 -> 181, 287 -> 330). Returns 0 to leave the
-   choice to the rule below. */
+   model: at 768^3 and 1024^3 two 64 x 64 work-groups a unit beat one 64 x 128, and the rule
+   below takes them). Unlike "the fastest tile that fills the device", this sees a last wave
+   left mostly empty: 2176^3 on 128 x 256 makes 153 work-groups, two rounds on 132 compute
+   units, where 128 x 128 takes three full ones; 1536^3 and 2048^3 take 128 x 256 over
+   128 x 128, each the faster there. Returns 0 to leave the choice to the rule below
+   (measurements: docs/nvidia-wgmma.md#measurements-behind-the-code). */
 static int wgmma_pick(const struct clkit_device_props *p, const problem *pr, clkit_config *out)
 {
     const int *wide = wgmma_shapes[0];
@@ -450,8 +450,8 @@ static clkit_config heuristic_config(const struct clkit_device_props *p, const p
     uint64_t want = p->is_gpu ? p->compute_units : p->compute_units * 4;
     if (p->is_gpu && pr->m <= 16) {
         /* A few rows of 16-bit operands: the tensor cores' 64 x 64 x 64 tile streams B through
-           deep K slices faster than the skinny kernel's f16 loads (H100, N = K = 4096:
-           0.027 ms against 0.031 / 0.063 / 0.147 ms at M = 1 / 8 / 16). */
+           deep K slices faster than the skinny kernel's f16 loads, the more so as M grows
+           (measurements: docs/nvidia-tensor-cores.md#measurements-behind-the-code). */
         clkit_config c = mma(skinny_mma, 8);
         if (config_legal(p, pr, &c)) return c;
         /* Narrower column blocks until every compute unit streams B from two work-groups. */
@@ -463,8 +463,9 @@ static clkit_config heuristic_config(const struct clkit_device_props *p, const p
     /* The first tile (the table is ordered by speed) that fills the device and wastes at
        most an eighth of its grid on padding (N 384 on 128 x 256 pads a quarter: 256 x 128
        fits it); else the first that fills the device; short of a full wave, the tile with the
-       most work-groups, not the largest (H100 f32 256^3 on the table's last row, 2
-       work-groups: 0.37 TFLOP/s). */
+       most work-groups, not the largest (f32 256^3 on the table's last row made 2 work-groups
+       and ran several times slower; measurements:
+       docs/nvidia-tensor-cores.md#measurements-behind-the-code). */
     clkit_config best = {0}, filling = {0}, tc;
     if (wgmma_pick(p, pr, &best)) return best;
     uint64_t best_groups = 0; /* 0: no legal tensor-core tile */

@@ -90,8 +90,9 @@ static clkit_status launch(clkit_context *ctx, const clkit_tensor *x, const clki
     uint64_t local_bytes, private_bytes;
     clkit_kernel_mem(ctx, k, &local_bytes, &private_bytes);
     /* Registers are left out: no OpenCL query reports them, and on NVIDIA a grid sized by
-       threads and local memory alone, which oversubscribes where registers bind, ran 2-8 %
-       faster than one sized to the registers (H200). */
+       threads and local memory alone, which oversubscribes where registers bind, ran faster
+       than one sized to the registers (measurements:
+       docs/layernorm-softmax.md#measurements-behind-the-code). */
     unsigned occupancy = clkit_occupancy(&ctx->props, wg, local_bytes, 0);
     uint64_t tasks = ((uint64_t)l->m + plan.rows - 1) / plan.rows;
     pl.global[0] = clkit_persistent_groups(&ctx->props, occupancy, tasks) * wg;
