@@ -60,6 +60,7 @@ struct clkit_context {
     } pool[CLKIT_SCRATCH_POOL]; /* scratch released by ops, kept for the next call (tensor.c) */
     bool path_on[CLKIT_PATH_COUNT];  /* the device runs it and no switch turns it off */
     bool path_failed[CLKIT_PATH_COUNT][CLKIT_FAMILY_COUNT]; /* its program failed to build */
+    unsigned char path_proof[CLKIT_PATH_COUNT][CLKIT_FAMILY_COUNT]; /* paths.c's proof states */
     cl_mem tma_slot;          /* where wgmma kernels publish their TMA tensor maps (matmul.c) */
     clkit_tuned_memo tuned;   /* tune_cache.c's parsed tuned.json, reused while unchanged */
     char error[8192];
@@ -85,6 +86,16 @@ bool clkit_path_allowed(const clkit_context *ctx, clkit_path path, clkit_family 
    off for that family from now on, with a warning naming what runs instead; the error is
    cleared, so the op can plan again. */
 void clkit_path_failed(clkit_context *ctx, clkit_path path, clkit_family family);
+/* Whether `path` has proven itself for `family` on this context: the first time, its known-
+   answer test runs (or its cached verdict is read); a failure turns the path off for the
+   family with a warning, as a failed build does, and is never acquitted. True while the test
+   runs, so that its own calls take the path. */
+bool clkit_path_proven(clkit_context *ctx, clkit_path path, clkit_family family);
+/* The name under which the verdict of path's known-answer test for family is kept. */
+void clkit_path_test_name(clkit_path path, clkit_family family, char *buf, size_t n);
+/* Runs family's known-answer problem on the paths it may take now (a matmul on a tile of
+   path's kind; CLKIT_PATH_NONE: the heuristic's) and checks the answer (selftest.c). */
+bool clkit_selftest_run(clkit_context *ctx, clkit_path path, clkit_family family);
 /* The fallback that a failure sent the call to failed to build as well: the source is what is
    broken, so the path is on again for the family (the next call with a good source takes it). */
 void clkit_path_acquit(clkit_context *ctx, clkit_path path, clkit_family family);
@@ -101,6 +112,10 @@ void clkit_programs_release(clkit_context *ctx);
    the driver's binaries count it. Returns 0 when the text has no such target line or the
    buffer no room for the one byte it adds. */
 int clkit_ptx_retarget_90a(char *ptx, size_t *len, size_t cap);
+/* A verdict kept in the binary cache (a known-answer test's, named by `what`): 1 passed, 0
+   failed, -1 none kept. */
+int clkit_cache_verdict(clkit_context *ctx, const char *what);
+void clkit_cache_set_verdict(clkit_context *ctx, const char *what, bool pass);
 /* mkdir -p; 0 on success. */
 int clkit_mkdir_p(const char *dir);
 /* Default cache dir from the environment; caller frees; NULL when none can be derived. */

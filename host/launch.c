@@ -98,6 +98,7 @@ clkit_status clkit_plan_kernel(clkit_context *ctx, clkit_plan_fn plan_fn, void *
         for (int i = 0; s == CLKIT_ERR_BUILD && i < nfailed; i++)
             clkit_path_acquit(ctx, failed[i], plan->family);
         if (s) return s;
+        if (plan->path != CLKIT_PATH_NONE && !clkit_path_proven(ctx, plan->path, plan->family)) continue;
         size_t wg = plan_wg(plan), kernel_limit = clkit_kernel_wg_limit(ctx, *k);
         if (wg <= kernel_limit) return CLKIT_OK;
         if (limit && kernel_limit >= limit)

@@ -14,6 +14,7 @@
    op family may take now. */
 #include "internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,6 +63,7 @@ void clkit_paths_init(clkit_context *ctx)
         ctx->path_on[i] = capable(p, (clkit_path)i) && !switched_off(paths[i].env) && (up < 0 || ctx->path_on[up]);
     }
     memset(ctx->path_failed, 0, sizeof ctx->path_failed);
+    memset(ctx->path_proof, 0, sizeof ctx->path_proof);
 }
 
 bool clkit_path_allowed(const clkit_context *ctx, clkit_path path, clkit_family family)
@@ -69,6 +71,35 @@ bool clkit_path_allowed(const clkit_context *ctx, clkit_path path, clkit_family 
     for (int i = (int)path; i >= 0; i = paths[i].needs)
         if (!ctx->path_on[i] || ctx->path_failed[i][family]) return false;
     return true;
+}
+
+enum { PROOF_NONE, PROOF_RUNNING, PROOF_DONE };
+
+void clkit_path_test_name(clkit_path path, clkit_family family, char *buf, size_t n)
+{
+    snprintf(buf, n, "known-answer test: %s on %s", families[family], paths[path].name);
+}
+
+bool clkit_path_proven(clkit_context *ctx, clkit_path path, clkit_family family)
+{
+    unsigned char *proof = &ctx->path_proof[path][family];
+    if (*proof != PROOF_NONE) return *proof == PROOF_RUNNING || !ctx->path_failed[path][family];
+    *proof = PROOF_RUNNING;
+    char what[96];
+    clkit_path_test_name(path, family, what, sizeof what);
+    int kept = clkit_cache_verdict(ctx, what);
+    bool pass = kept >= 0 ? kept == 1 : clkit_selftest_run(ctx, path, family);
+    if (kept < 0) clkit_cache_set_verdict(ctx, what, pass);
+    *proof = PROOF_DONE;
+    if (pass) {
+        clkit_log(CLKIT_LOG_INFO, "%s: %s passed%s", families[family], what, kept >= 0 ? " (kept verdict)" : "");
+        return true;
+    }
+    clkit_log(CLKIT_LOG_WARN, "%s: the %s gave a wrong answer on this device and driver; %s from now "
+              "on (the verdict is kept in the binary cache; clear it after a driver fix)",
+              families[family], paths[path].name, paths[path].fallback);
+    ctx->path_failed[path][family] = true;
+    return false;
 }
 
 void clkit_path_failed(clkit_context *ctx, clkit_path path, clkit_family family)

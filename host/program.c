@@ -635,3 +635,39 @@ void clkit_programs_release(clkit_context *ctx)
         free(p);
     }
 }
+
+/* ---- verdicts ---- */
+
+/* Where the verdict `what` is kept: an entry of the binary cache keyed, beside the device and
+   the driver, by every embedded kernel source. NULL where there is no cache, or where the
+   sources come from $CLKIT_KERNEL_DIR (a developer's, which may change under the same name). */
+static bool verdict_path(const clkit_context *ctx, const char *what, char *path, size_t n)
+{
+    const char *dir = getenv("CLKIT_KERNEL_DIR");
+    if (!ctx->cache_dir || (dir && *dir)) return false;
+    XXH64_state_t st;
+    XXH64_reset(&st, 0);
+    for (const clkit_embedded_source *s = clkit_embedded_sources; s->name; s++)
+        XXH64_update(&st, s->text, strlen(s->text) + 1);
+    char sources[32];
+    snprintf(sources, sizeof sources, "%016llx", (unsigned long long)XXH64_digest(&st));
+    entry_path(ctx, sources, what, path, n);
+    return true;
+}
+
+int clkit_cache_verdict(clkit_context *ctx, const char *what)
+{
+    char path[4200];
+    if (!verdict_path(ctx, what, path, sizeof path)) return -1;
+    size_t n = 0;
+    unsigned char *v = load_entry(path, &n);
+    int verdict = v && n == 1 && (v[0] == '0' || v[0] == '1') ? v[0] - '0' : -1;
+    free(v);
+    return verdict;
+}
+
+void clkit_cache_set_verdict(clkit_context *ctx, const char *what, bool pass)
+{
+    char path[4200];
+    if (verdict_path(ctx, what, path, sizeof path)) store_entry(ctx, path, (const unsigned char *)(pass ? "1" : "0"), 1);
+}

@@ -1,8 +1,10 @@
 /* Vendor fast paths (host/paths.c through clkit_fast_paths): what each op family may take,
-   the environment switches, and a forced build failure of one family's fast path, which
-   leaves every other family on its paths and still gives right answers. On a device without
-   fast paths (PoCL) the families report none and the same calls must still be right. */
+   the environment switches, a forced build failure of one family's fast path, which leaves
+   every other family on its paths and still gives right answers, and the known-answer tests
+   (host/selftest.c) with their kept verdicts. On a device without fast paths (PoCL) the
+   families report none and the same calls must still be right. */
 #define _GNU_SOURCE
+#include "internal.h" /* the known-answer tests and verdicts: this suite links the library's objects */
 #include "util.h"
 
 #include <math.h>
@@ -212,6 +214,58 @@ START_TEST(one_family_fails_alone)
 }
 END_TEST
 
+/* The highest path a family may take (bits of clkit_fast_paths), CLKIT_PATH_NONE for none. */
+static clkit_path top_path(unsigned bits)
+{
+    for (int i = CLKIT_PATH_COUNT - 1; i >= 0; i--)
+        if (bits & (1u << i)) return (clkit_path)i;
+    return CLKIT_PATH_NONE;
+}
+
+/* Every family's known-answer problem gets its answer here, on the paths the device gives it
+   (on PoCL the portable kernels: the references and comparisons are what is tested), and the
+   tests leave every path on. */
+START_TEST(known_answers)
+{
+    clkit_context *ctx = tu_ctx();
+    unsigned before[NFAMILIES];
+    for (size_t f = 0; f < NFAMILIES; f++) {
+        before[f] = paths_of(ctx, families[f]);
+        ck_assert_msg(clkit_selftest_run(ctx, top_path(before[f]), (clkit_family)f),
+                      "%s: its known-answer test failed: %s", families[f], clkit_last_error(ctx));
+    }
+    for (size_t f = 0; f < NFAMILIES; f++) ck_assert_uint_eq(paths_of(ctx, families[f]), before[f]);
+    clkit_context_release(ctx);
+}
+END_TEST
+
+/* Verdicts are kept in the binary cache; a kept failure turns the path off for its family at
+   the path's first use, and for no other family. */
+START_TEST(kept_verdicts)
+{
+    char cdir[] = "/tmp/clkit-verdict-XXXXXX";
+    ck_assert(mkdtemp(cdir) != NULL);
+    setenv("CLKIT_CACHE_DIR", cdir, 1);
+    clkit_context *ctx = tu_ctx();
+    char name[96];
+    clkit_path_test_name(CLKIT_PATH_NV_MMA, CLKIT_FAMILY_ATTENTION, name, sizeof name);
+    ck_assert_int_eq(clkit_cache_verdict(ctx, name), -1);
+    clkit_cache_set_verdict(ctx, name, true);
+    ck_assert_int_eq(clkit_cache_verdict(ctx, name), 1);
+    clkit_cache_set_verdict(ctx, name, false);
+    ck_assert_int_eq(clkit_cache_verdict(ctx, name), 0);
+    clkit_context_release(ctx);
+    ctx = tu_ctx();
+    unsigned all = paths_of(ctx, "matmul");
+    check_attention(ctx);
+    unsigned tensor_cores = CLKIT_FAST_PATH_NV_MMA | CLKIT_FAST_PATH_NV_WGMMA | CLKIT_FAST_PATH_NV_TMA;
+    ck_assert_uint_eq(paths_of(ctx, "attention"), all & ~tensor_cores);
+    ck_assert_uint_eq(paths_of(ctx, "matmul"), all);
+    clkit_context_release(ctx);
+    tu_remove_tree(cdir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("paths");
@@ -219,6 +273,8 @@ int main(void)
     tcase_add_test(tc, queries);
     tcase_add_test(tc, switches);
     tcase_add_test(tc, one_family_fails_alone);
+    tcase_add_test(tc, known_answers);
+    tcase_add_test(tc, kept_verdicts);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }
