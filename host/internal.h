@@ -116,6 +116,18 @@ int clkit_ptx_retarget_90a(char *ptx, size_t *len, size_t cap);
    failed, -1 none kept. */
 int clkit_cache_verdict(clkit_context *ctx, const char *what);
 void clkit_cache_set_verdict(clkit_context *ctx, const char *what, bool pass);
+/* What clkit_read_regular found. */
+typedef enum {
+    CLKIT_READ_OK, CLKIT_READ_SHORT, CLKIT_READ_MISSING, CLKIT_READ_UNREADABLE,
+    CLKIT_READ_NOT_REGULAR, CLKIT_READ_TOO_LARGE
+} clkit_read_status;
+/* The bytes of path, NUL-terminated, their count in *len, when it is a regular file of at
+   most max bytes: OK, or SHORT with what was there when it shrank while read. Otherwise NULL
+   with *status (TOO_LARGE: *len is its size) and *why. The size comes from fstat of the open
+   file, not from seeking (a directory reports LLONG_MAX on ext4, a FIFO none), and the open
+   does not block, as it would on a FIFO without a writer. */
+char *clkit_read_regular(const char *path, size_t max, size_t *len, clkit_read_status *status,
+                         const char **why);
 /* mkdir -p; 0 on success. */
 int clkit_mkdir_p(const char *dir);
 /* Default cache dir from the environment; caller frees; NULL when none can be derived. */

@@ -50,45 +50,63 @@ static const char binary_magic[8] = {'C', 'L', 'K', 'I', 'T', 'B', 'N', '1'};
 #define SOURCE_MAX_BYTES ((size_t)16 << 20)
 #define ENTRY_MAX_BYTES ((size_t)1 << 30)
 
-/* The `size` bytes of the open file fd, NUL-terminated; NULL with *why on failure, or when
-   the file has shrunk since its size was taken. */
-static char *read_exactly(int fd, size_t size, const char **why)
+/* Up to `size` bytes of the open file fd, NUL-terminated, their count in *len; NULL when a
+   read fails or memory runs out. */
+static char *read_up_to(int fd, size_t size, size_t *len)
 {
     char *buf = malloc(size + 1);
     size_t n = 0;
     while (buf && n < size) {
         ssize_t r = read(fd, buf + n, size - n);
         if (r > 0) n += (size_t)r;
-        else if (r == 0 || errno != EINTR) break;
+        else if (r == 0) break;
+        else if (errno != EINTR) {
+            free(buf);
+            return NULL;
+        }
     }
-    if (buf && n == size) {
-        buf[n] = 0;
-        return buf;
-    }
-    *why = buf ? "short read" : "out of memory";
-    free(buf);
-    return NULL;
+    if (buf) buf[n] = 0;
+    *len = n;
+    return buf;
 }
 
-/* path's bytes, NUL-terminated, when it is a regular file of at most max bytes. Otherwise
-   NULL, with *why saying why (NULL: the file does not exist). The size comes from fstat of
-   the open file, not from seeking: a directory reports a size of LLONG_MAX on ext4, a FIFO
-   none; and the open does not block, as it would on a FIFO without a writer. */
-static char *read_file(const char *path, size_t max, size_t *len, const char **why)
+char *clkit_read_regular(const char *path, size_t max, size_t *len, clkit_read_status *status,
+                         const char **why)
 {
+    *len = 0, *why = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0) {
-        *why = errno == ENOENT ? NULL : strerror(errno);
+        *status = errno == ENOENT ? CLKIT_READ_MISSING : CLKIT_READ_UNREADABLE;
+        *why = strerror(errno);
         return NULL;
     }
     struct stat st;
     char *buf = NULL;
+    *status = CLKIT_READ_UNREADABLE;
     if (fstat(fd, &st) != 0) *why = strerror(errno);
-    else if (!S_ISREG(st.st_mode)) *why = "not a regular file";
-    else if ((uint64_t)st.st_size > max) *why = "larger than any file of its kind";
-    else if ((buf = read_exactly(fd, (size_t)st.st_size, why)) && len) *len = (size_t)st.st_size;
+    else if (!S_ISREG(st.st_mode)) *status = CLKIT_READ_NOT_REGULAR, *why = "not a regular file";
+    else if ((uint64_t)st.st_size > max) *status = CLKIT_READ_TOO_LARGE, *len = (size_t)st.st_size;
+    else if (!(buf = read_up_to(fd, (size_t)st.st_size, len))) *why = errno ? strerror(errno) : "out of memory";
+    else *status = *len == (size_t)st.st_size ? CLKIT_READ_OK : CLKIT_READ_SHORT;
     close(fd);
     return buf;
+}
+
+/* path's whole bytes (clkit_read_regular), or NULL with *why saying why (NULL: the file does
+   not exist); a file that shrank while it was read is refused too. */
+static char *read_file(const char *path, size_t max, size_t *len, const char **why)
+{
+    size_t n;
+    clkit_read_status st;
+    char *buf = clkit_read_regular(path, max, &n, &st, why);
+    if (st == CLKIT_READ_OK) {
+        if (len) *len = n;
+        return buf;
+    }
+    free(buf);
+    *why = st == CLKIT_READ_MISSING ? NULL : st == CLKIT_READ_TOO_LARGE ? "larger than any file of its kind"
+           : st == CLKIT_READ_SHORT ? "short read" : *why;
+    return NULL;
 }
 
 static char *raw_source(const char *file)

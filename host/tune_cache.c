@@ -128,50 +128,21 @@ static void file_fault(tuned_file *f, file_state st, const char *why)
     snprintf(f->why, sizeof f->why, "%s", why);
 }
 
-/* Reads fd's bytes, a regular file of `size` bytes; NULL on a read error. */
-static char *read_all(int fd, size_t size, size_t *len)
-{
-    char *text = malloc(size + 1);
-    size_t n = 0;
-    while (text && n < size) {
-        ssize_t r = read(fd, text + n, size - n);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) {
-            free(text);
-            return NULL;
-        }
-        if (r == 0) break; /* shrunk since fstat: the parse judges what is there */
-        n += (size_t)r;
-    }
-    if (text) text[n] = 0;
-    *len = n;
-    return text;
-}
-
-/* path's bytes when it is a regular file within the cap, else NULL with f's state set.
-   Opened without blocking: a FIFO in the file's place must not wait for a writer. */
+/* path's bytes when it is a regular file within the cap, else NULL with f's state set. A file
+   that shrank while it was read gives what was there: the parse judges it. */
 static char *read_bytes(const char *path, tuned_file *f, size_t *len)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    if (fd < 0) {
-        if (errno == ENOENT) f->state = FILE_MISSING;
-        else file_fault(f, FILE_UNREADABLE, strerror(errno));
-        return NULL;
-    }
-    struct stat st;
-    char *text = NULL;
-    if (fstat(fd, &st) != 0) {
-        file_fault(f, FILE_UNREADABLE, strerror(errno));
-    } else if (!S_ISREG(st.st_mode)) {
-        file_fault(f, FILE_CORRUPT, "not a regular file");
-    } else if ((uint64_t)st.st_size > TUNED_MAX_BYTES) {
+    clkit_read_status st;
+    const char *why;
+    char *text = clkit_read_regular(path, TUNED_MAX_BYTES, len, &st, &why);
+    if (st == CLKIT_READ_MISSING) f->state = FILE_MISSING;
+    else if (st == CLKIT_READ_UNREADABLE) file_fault(f, FILE_UNREADABLE, why);
+    else if (st == CLKIT_READ_NOT_REGULAR) file_fault(f, FILE_CORRUPT, why);
+    else if (st == CLKIT_READ_TOO_LARGE) {
         f->state = FILE_UNREADABLE;
-        snprintf(f->why, sizeof f->why, "%lld bytes, over the %zu MiB a tuned-config file may have",
-                 (long long)st.st_size, TUNED_MAX_BYTES >> 20);
-    } else if (!(text = read_all(fd, (size_t)st.st_size, len))) {
-        file_fault(f, FILE_UNREADABLE, errno == ENOMEM ? "out of memory" : strerror(errno));
+        snprintf(f->why, sizeof f->why, "%zu bytes, over the %zu MiB a tuned-config file may have",
+                 *len, TUNED_MAX_BYTES >> 20);
     }
-    close(fd);
     return text;
 }
 
