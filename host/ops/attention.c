@@ -348,7 +348,7 @@ static clkit_status pick_kernels(clkit_context *ctx, const problem *p, int bwd, 
 
 /* ---- tensor cores ---- */
 
-/* Rows held (BLOCK_M), rows streamed (BLOCK_N) and warps of one of cl/attention.cl's mma
+/* Rows held (BLOCK_M), rows streamed (BLOCK_N) and warps of one of cl/nv/attention_mma.cl's
    kernels, the largest head dim it serves (0: any), and whether the held rows stay in local
    memory (HELD_LOCAL) instead of registers. */
 typedef struct mma_tiles {
@@ -464,7 +464,7 @@ static clkit_status build_mma(clkit_context *ctx, const problem *p, int bwd, con
     snprintf(opts, sizeof opts, "%s -D %s -D HEAD_DIM=%d -D BLOCK_M=%d -D BLOCK_N=%d -D WARPS=%d%s",
              clkit_dtype_macro(p->dtype), bwd ? "ATTN_BWD" : "ATTN_FWD", (int)p->d, t->bm, t->bn,
              t->warps, t->held_local ? " -D HELD_LOCAL" : "");
-    clkit_status s = clkit_get_kernel(ctx, "attention.cl", name, opts, k);
+    clkit_status s = clkit_get_kernel(ctx, "nv/attention_mma.cl", name, opts, k);
     if (s == CLKIT_ERR_BUILD) clkit_path_failed(ctx, CLKIT_PATH_NV_MMA, CLKIT_FAMILY_ATTENTION);
     if (s || (strcmp(name, "attn_bwd_delta") != 0 &&
               (size_t)(t->warps * 32) > clkit_kernel_wg_limit(ctx, *k))) {
@@ -614,7 +614,7 @@ static clkit_status forward(clkit_context *ctx, const call *c, const tiles *forc
     arg(&a, 4, &hq), arg(&a, 4, &group), arg(&a, 4, &lq), arg(&a, 4, &lk), arg(&a, 4, &causal);
     arg(&a, 4, &scale2);
     if ((s = args_done(ctx, &a))) return s;
-    /* Heads across, blocks down: cl/attention.cl's grid_block. */
+    /* Heads across, blocks down: cl/attention.h's grid_block. */
     size_t global[2] = {(size_t)(p.b * p.hq) * t.wg, groups_of(p.lq, t.bm)}, local[2] = {t.wg, 1};
     return clkit_launch(ctx, kern, 2, global, local);
 }
@@ -634,7 +634,7 @@ static clkit_status launch_delta(clkit_context *ctx, cl_kernel kern, const probl
     arg(&a, sizeof bv->delta.buf, &bv->delta.buf), arg(&a, 4, &hq), arg(&a, 4, &lq);
     clkit_status s = args_done(ctx, &a);
     if (s) return s;
-    /* DELTA_LANES work-items a row, DELTA_WG at most a group (cl/attention.cl). */
+    /* DELTA_LANES work-items a row, DELTA_WG at most a group (cl/attention.h). */
     size_t lanes = 8, wg = clkit_kernel_wg_limit(ctx, kern);
     wg = (wg < 256 ? wg : 256) / lanes * lanes;
     if (!wg) return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "attention: delta kernel runs fewer "

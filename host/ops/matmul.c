@@ -611,7 +611,7 @@ static clkit_status tma_slot(clkit_context *ctx, cl_mem *out)
     return ctx->tma_slot ? CLKIT_OK : clkit_cl_fail(ctx, err, "clCreateBuffer (TMA tensor maps)");
 }
 
-#define OPERAND_ARGS 22 /* cl/matmul.cl: OPERANDS */
+#define OPERAND_ARGS 22 /* cl/matmul.h: OPERANDS */
 
 static clkit_status set_operands(clkit_context *ctx, cl_kernel k, const problem *pr,
                                  const clkit_tensor *c)
@@ -719,7 +719,7 @@ static clkit_status launch_clkit(clkit_context *ctx, const problem *pr, const cl
     char opts[1024];
     build_options(&tp, c, opts, sizeof opts);
     cl_kernel k;
-    clkit_status s = clkit_get_kernel(ctx, "matmul.cl", names[kernel], opts, &k);
+    clkit_status s = clkit_get_kernel(ctx, kernel == KERNEL_MMA ? "nv/matmul_mma.cl" : "matmul.cl", names[kernel], opts, &k);
     if (s == CLKIT_ERR_BUILD && kernel == KERNEL_MMA) return fall_back(ctx, &tp, c, out);
     if (s || (s = set_all_operands(ctx, k, &tp, out, NULL))) return s;
     if (kernel == KERNEL_BLOCKED || kernel == KERNEL_MMA) return launch_tiles(ctx, k, pr, c);
@@ -919,7 +919,7 @@ clkit_status clkit_matmul_epilogue_run(clkit_context *ctx, const clkit_tensor *a
     snprintf(opts + used, sizeof opts - used, " %s", e->define);
     cl_kernel k;
     cl_uint next;
-    s = clkit_get_kernel(ctx, "matmul.cl", "matmul_mma", opts, &k);
+    s = clkit_get_kernel(ctx, "nv/matmul_mma.cl", "matmul_mma", opts, &k);
     if (s == CLKIT_ERR_BUILD) {
         clkit_path_failed(ctx, mma_path(&pr, &cf), pr.fam);
         if (pr.tma) return clkit_matmul_epilogue_run(ctx, a, b, c, opt, e);
