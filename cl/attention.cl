@@ -13,12 +13,12 @@
    score costs one exp2; lse is converted to the natural log on the way out.
 
    The backward recomputes P from the saved lse instead of storing it, as the tutorial does:
-   attn_bwd_delta (cl/attention.h) computes delta = rowsum(dO * O) (f32, B x Hq x Lq); attn_bwd_dkdv holds a
-   block of keys and values and walks the query blocks that see them (every query head of the
-   kv head's group, in a fixed order: grouped-query sums are deterministic, no atomics) to
-   accumulate dK and dV; attn_bwd_dq holds a block of queries and walks the key blocks they see
-   to accumulate dQ. Causal blocks that are fully masked are never visited; only blocks that
-   cross the diagonal or an edge are masked.
+   attn_bwd_delta (cl/attention.h) computes delta = rowsum(dO * O) (f32, B x Hq x Lq);
+   attn_bwd_dkdv holds a block of keys and values and walks the query blocks that see them
+   (every query head of the kv head's group, in a fixed order: grouped-query sums are
+   deterministic, no atomics) to accumulate dK and dV; attn_bwd_dq holds a block of queries and
+   walks the key blocks they see to accumulate dQ. Causal blocks that are fully masked are
+   never visited; only blocks that cross the diagonal or an edge are masked.
 
    Tiles. A work-group holds BLOCK_M rows (queries in the forward and dQ kernels, keys in the
    dK/dV kernel) on chip, stored transposed in local memory ([d][row], so a work-item's rows are

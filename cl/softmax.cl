@@ -20,8 +20,9 @@
    combines them and a second pass writes exp(x - max) / sum. Only the rows in flight are
    reread, so where L2 holds them (a GPU's persistent grid keeps them few) the second read comes
    from L2 and DRAM still sees one read and one write per element; where L2 cannot hold them it
-   is 2 reads and 1 write, against the naive 8. GPUs take it past 2048 positions, where it measured faster
-   than holding rows in registers (see host/heuristics.c); CPUs for rows over 2048 elements.
+   is 2 reads and 1 write, against the naive 8. GPUs take it past 2048 positions, where it is
+   faster than holding rows in registers (host/heuristics.c gives the measurements); CPUs for
+   rows over 2048 elements.
 
    Reductions: on NVIDIA (sm_70+) warps reduce with shfl.sync butterflies and meet once through
    local memory: one barrier per reduction, none when a team fits in a warp. Elsewhere (PoCL,

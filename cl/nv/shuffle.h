@@ -21,9 +21,11 @@
    masks 1, 2, 4, ... leaves every lane with the same reduction. */
 NV_INLINE float nv_shfl_xor(float v, int mask)
 {
-    float r;
-    __asm__ volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(r) : "f"(v), "r"(mask));
-    return r;
+    uint r;
+    __asm__ volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;"
+                     : "=r"(r)
+                     : "r"(as_uint(v)), "r"(mask));
+    return as_float(r);
 }
 
 #endif
