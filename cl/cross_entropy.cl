@@ -19,9 +19,9 @@
    per-row running state (max, sum of exp, sum of logits, target logit) and, after the last,
    writes the losses and keeps lse; lce_grad turns a recomputed chunk into dloss/dz in the
    storage dtype for the weight and input GEMMs; lce_dbias sums its columns. On NVIDIA's
-   tensor cores no f32 logits are stored at all: matmul_mma's CE epilogues (cl/matmul.cl) do
-   lce_stats' and lce_grad's work in registers, and lce_merge folds the forward's per-tile
-   states.
+   tensor cores no f32 logits are stored at all: matmul_mma's CE epilogues
+   (cl/nv/matmul_ce_epilogue.h) do lce_stats' and lce_grad's work in registers, and lce_merge
+   folds the forward's per-tile states.
 
    The linear op's dloss/dz is that of the summed loss: the mean's 1 / count is left to the
    f32 side (the GEMMs' alpha, lce_dbias' scale). Stored after it, p / T of an f16 gradient

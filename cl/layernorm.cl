@@ -76,21 +76,14 @@
 #endif
 
 #if defined(NV_SHUFFLE)
-static inline float shuffle_xor(float v, int lane_mask)
-{
-    uint r;
-    __asm__ volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;"
-                     : "=r"(r)
-                     : "r"(as_uint(v)), "r"(lane_mask));
-    return as_float(r);
-}
+#include "nv/shuffle.h"
 
 /* Butterfly over aligned groups of `width` lanes; partners add the same two operands, so every
    lane ends with the same sum. */
 static inline float2 warp_sum(float2 v, int width)
 {
     for (int m = 1; m < width; m <<= 1)
-        v += (float2)(shuffle_xor(v.x, m), shuffle_xor(v.y, m));
+        v += (float2)(nv_shfl_xor(v.x, m), nv_shfl_xor(v.y, m));
     return v;
 }
 
@@ -173,7 +166,8 @@ static inline ushort f32_to_half(float f)
 #if defined(DTYPE_BF16)
 /* Two values rounded to bf16 (nearest even) in one little-endian word, lo first: on NVIDIA
    sm_80+ one cvt for the pair, where the portable rounding costs five integer operations an
-   element (the bf16 forward ran at 0.8 of f16's bandwidth on an H100). */
+   element, enough to hold the bf16 forward below f16's bandwidth (bench/journal/2026-11-25.md,
+   "Layer norm forward, 16-bit rows"). */
 static inline uint bf16_pair(float lo, float hi)
 {
 #if defined(NV_PTX) && CLKIT_NV_SM >= 80
@@ -394,13 +388,13 @@ static inline void store_stats(__global float *mean, long mean_off, long mean_s,
 }
 
 #if !BACKWARD && !LOOP
-/* Prefetch where a second row fits in registers beside the first, weight and bias. f32 rows
-   are held as values; 16-bit rows as the words loaded, half the registers, for a conversion
-   at the prefetch would wait for the load right there. Measured on an H100 at 4096 x 8192:
-   f32 2.33 -> 2.60 TB/s; 16-bit rows converted at the prefetch fell from 1.56 to 1.29 TB/s,
-   held as words they rose from 1.51 to 1.57 (f16) and 1.54 to 1.79 (bf16); 16 f32 values a
-   lane spilled and lost a third of the speed, and two held chunks a lane (16-bit rows past
-   8192) a fifth. */
+/* Prefetch where a second row fits in registers beside the first, weight and bias: the next
+   row's loads are in flight while this one is reduced. f32 rows are held as values; 16-bit
+   rows as the words loaded, half the registers, for a conversion at the prefetch would wait
+   for the load right there and lose more than the prefetch gains. Where a second row does not
+   fit (16 f32 values a lane, or two chunks a lane of 16-bit rows past 8192) the prefetch
+   spills, which costs more than it hides, so those rows go without (bench/journal/2026-11-23.md,
+   "Layer norm"; 2026-11-25.md, "Layer norm forward, 16-bit rows"). */
 #if defined(DTYPE_F32) && ITEMS <= 8
 #define PREFETCH 1
 #elif VEC == 8 && ITEMS <= 8

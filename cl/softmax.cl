@@ -18,10 +18,11 @@
    Long rows take the online path (Milakov & Gimelshein, 2018): one pass keeps a running max
    and a running sum of exponentials per lane, rescaling the sum when the max grows; the team
    combines them and a second pass writes exp(x - max) / sum. Only the rows in flight are
-   reread, so on a GPU the second read comes from L2 (under 35 MB on an H200 at N = 32768) and
-   DRAM still sees one read and one write per element; where L2 cannot hold them it is 2 reads
-   and 1 write, against the naive 8. GPUs take it past 2048 positions, where it measured faster
-   than holding rows in registers (see host/heuristics.c); CPUs for rows over 2048 elements.
+   reread, so where L2 holds them (a GPU's persistent grid keeps them few) the second read comes
+   from L2 and DRAM still sees one read and one write per element; where L2 cannot hold them it
+   is 2 reads and 1 write, against the naive 8. GPUs take it past 2048 positions, where it is
+   faster than holding rows in registers (host/heuristics.c gives the measurements); CPUs for
+   rows over 2048 elements.
 
    Reductions: on NVIDIA (sm_70+) warps reduce with shfl.sync butterflies and meet once through
    local memory: one barrier per reduction, none when a team fits in a warp. Elsewhere (PoCL,
@@ -63,20 +64,13 @@
 static inline float fold(float a, float b, bool sum) { return sum ? a + b : fmax(a, b); }
 
 #if defined(NV_SHUFFLE)
-static inline float shuffle_xor(float v, int lane_mask)
-{
-    uint r;
-    __asm__ volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;"
-                     : "=r"(r)
-                     : "r"(as_uint(v)), "r"(lane_mask));
-    return as_float(r);
-}
+#include "nv/shuffle.h"
 
 /* Butterfly over aligned groups of `width` lanes: every lane ends with the same value, since
    each step combines the same two operands in both partner lanes. */
 static inline float warp_fold(float v, bool sum, int width)
 {
-    for (int m = 1; m < width; m <<= 1) v = fold(v, shuffle_xor(v, m), sum);
+    for (int m = 1; m < width; m <<= 1) v = fold(v, nv_shfl_xor(v, m), sum);
     return v;
 }
 

@@ -107,7 +107,7 @@ void clkit_path_acquit(clkit_context *ctx, clkit_path path, clkit_family family)
 clkit_status clkit_get_kernel(clkit_context *ctx, const char *file, const char *name,
                               const char *options, cl_kernel *kernel);
 void clkit_programs_release(clkit_context *ctx);
-/* ptx (NUL-terminated, in a buffer of cap bytes) with the "//@90a " marks of cl/nv_mma.h removed
+/* ptx (NUL-terminated, in a buffer of cap bytes) with the "//@90a " marks of cl/nv/mma.h removed
    and ".target sm_90" made ".target sm_90a", in place; *len becomes its size with the NUL, as
    the driver's binaries count it. Returns 0 when the text has no such target line or the
    buffer no room for the one byte it adds. */
@@ -210,9 +210,9 @@ size_t clkit_kernel_wg_limit(clkit_context *ctx, cl_kernel k);
 void clkit_kernel_mem(clkit_context *ctx, cl_kernel k, uint64_t *local, uint64_t *priv);
 
 /* ---- matmul epilogues for other ops (ops/matmul.c) ---- */
-/* One of matmul_mma's epilogues that replace the store of C (cl/matmul.cl: EPI_CE_STATS,
-   EPI_CE_GRAD): the build option naming it and what sets the kernel arguments it adds after
-   the operands. */
+/* One of matmul_mma's epilogues that replace the store of C (cl/nv/matmul_ce_epilogue.h:
+   EPI_CE_STATS, EPI_CE_GRAD): the build option naming it and what sets the kernel arguments
+   it adds after the operands. */
 typedef struct clkit_matmul_epilogue {
     const char *define;
     clkit_extra_args args;

@@ -109,6 +109,19 @@ static char *read_file(const char *path, size_t max, size_t *len, const char **w
     return NULL;
 }
 
+/* Whether file names a source by its path under cl/ ("softmax.cl", "nv/mma.h"): relative,
+   no component empty, "." or "..". That is then the file's one spelling, so that the include
+   cycle check compares like with like, and a $CLKIT_KERNEL_DIR lookup stays in that tree. */
+static int source_name_ok(const char *file)
+{
+    for (const char *p = file;; p++) {
+        size_t n = strcspn(p, "/");
+        if (n == 0 || (p[0] == '.' && (n == 1 || (n == 2 && p[1] == '.')))) return 0;
+        p += n;
+        if (!*p) return 1;
+    }
+}
+
 static char *raw_source(const char *file)
 {
     const char *dir = getenv("CLKIT_KERNEL_DIR");
@@ -195,11 +208,18 @@ static char *expand_text(const char *raw, include_chain *c)
     return out;
 }
 
-/* Expands #include "x.h" from the same source set: embedded sources have no directory that
-   the OpenCL compiler could search. NULL on failure, with c->why: a missing file, an include
-   cycle, nesting deeper than INCLUDE_DEPTH. */
+/* Expands #include "x.h" from the same source set, every name a path under cl/ whichever
+   file includes it ("common.h" and "nv/mma.h" from cl/nv/matmul_mma.cl too): embedded sources
+   have no directory that the OpenCL compiler could search. NULL on failure, with c->why: a
+   name that is not such a path, a missing file, an include cycle, nesting deeper than
+   INCLUDE_DEPTH. */
 static char *expand(const char *file, include_chain *c)
 {
+    if (!source_name_ok(file)) {
+        snprintf(c->why, sizeof c->why, "kernel source name %s is not a path under cl/%s%s", file,
+                 c->depth ? ", included from " : "", c->depth ? c->file[c->depth - 1] : "");
+        return NULL;
+    }
     if (in_cycle(c, file)) return NULL;
     if (c->depth == INCLUDE_DEPTH) {
         snprintf(c->why, sizeof c->why, "kernel sources nest includes deeper than %d at %s",
@@ -464,7 +484,7 @@ static void save_binary(clkit_context *ctx, cl_program prog, const char *path)
     free(bin);
 }
 
-/* ---- Hopper's arch-specific instructions (cl/nv_mma.h: NV_90A) ---- */
+/* ---- Hopper's arch-specific instructions (cl/nv/mma.h: NV_90A) ---- */
 
 static const char mark_90a[] = "//@90a ";
 

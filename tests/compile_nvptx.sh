@@ -46,7 +46,7 @@ only_static_local() {
 
 # build NAME SM FILE OPTIONS...: one clang + ptxas run, each kernel's resources on success.
 # SM 90a: built for sm_90 as the driver builds it, then the PTX retargeted as the host does
-# (host/program.c: the "//@90a " marks of cl/nv_mma.h removed, .target sm_90a) and
+# (host/program.c: the "//@90a " marks of cl/nv/mma.h removed, .target sm_90a) and
 # assembled for sm_90a, where ptxas also reports wgmma it had to serialise.
 build() {
   local name=$1 sm=$2 file=$3
@@ -85,14 +85,14 @@ matmul() {
         read -r ak bn_ <<<"$layout"
         for math in $([ "$2" = F32 ] && echo "TF32 TF32X3" || echo "$2"); do
           # shellcheck disable=SC2086,SC2046 # $tile is a list of flags; the TF32 flags too
-          build "${bm}x${bn}x${bk} w${wm}x${wn} s$st $math A_KMAJOR=$ak B_NMAJOR=$bn_" "$sm" matmul.cl $tile \
+          build "${bm}x${bn}x${bk} w${wm}x${wn} s$st $math A_KMAJOR=$ak B_NMAJOR=$bn_" "$sm" nv/matmul_mma.cl $tile \
             -D A_DTYPE="$2" -D B_DTYPE="$2" -D C_DTYPE=F32 -D A_KMAJOR="$ak" -D B_NMAJOR="$bn_" \
             $([ "$2" = F32 ] && echo -D MMA_TF32) $([ "$math" = TF32X3 ] && echo -D TF32X3)
         done
       done
       [ "$2" = F16 ] || continue
       # shellcheck disable=SC2086
-      build "${bm}x${bn}x${bk} w${wm}x${wn} s$st bf16>bf16" "$sm" matmul.cl $tile -D A_DTYPE=BF16 \
+      build "${bm}x${bn}x${bk} w${wm}x${wn} s$st bf16>bf16" "$sm" nv/matmul_mma.cl $tile -D A_DTYPE=BF16 \
         -D B_DTYPE=BF16 -D C_DTYPE=BF16 -D A_KMAJOR=1 -D B_NMAJOR=1 -D MMA_BF16
     done
   done
@@ -109,7 +109,7 @@ for s in $(table "$root/host/ops/matmul.c" wgmma_shapes); do
     for dt in F16 BF16; do
       for tma in "" "-D TMA=1"; do
         # shellcheck disable=SC2046,SC2086 # one flag or none
-        build "wgmma ${bm}x${bn}x64 s$st $dt A_KMAJOR=$ak B_NMAJOR=$bn_ $tma" 90a matmul.cl -D KERNEL=4 -D WGMMA=1 \
+        build "wgmma ${bm}x${bn}x64 s$st $dt A_KMAJOR=$ak B_NMAJOR=$bn_ $tma" 90a nv/matmul_mma.cl -D KERNEL=4 -D WGMMA=1 \
           -D BLOCK_M="$bm" -D BLOCK_N="$bn" -D BLOCK_K=64 -D WARPS_M=$((bm / 16)) -D WARPS_N=1 -D STAGES="$st" \
           -D GROUP_M=8 -D A_DTYPE="$dt" -D B_DTYPE="$dt" -D C_DTYPE=$([ "$dt" = F16 ] && echo F32 || echo BF16) \
           -D A_KMAJOR="$ak" -D B_NMAJOR="$bn_" $([ "$dt" = BF16 ] && echo -D MMA_BF16) $tma
@@ -131,7 +131,7 @@ for epi in EPI_CE_STATS EPI_CE_GRAD "EPI_CE_STATS -D CE_STORE"; do
           for tma in "" "-D TMA=1"; do
             [ "$wg" = 1 ] || [ -z "$tma" ] || continue
             # shellcheck disable=SC2046,SC2086 # one flag or none; epi, opts and tma are lists of flags
-            build "lce ${bm}x${bn}x${bk} w${wm}x${wn} s$st $dt $epi $opts $tma" "$sm" matmul.cl -D KERNEL=4 \
+            build "lce ${bm}x${bn}x${bk} w${wm}x${wn} s$st $dt $epi $opts $tma" "$sm" nv/matmul_mma.cl -D KERNEL=4 \
               -D BLOCK_M="$bm" -D BLOCK_N="$bn" -D BLOCK_K="$bk" -D WARPS_M="$wm" -D WARPS_N="$wn" \
               -D STAGES="$st" -D GROUP_M=8 -D A_DTYPE="$dt" -D B_DTYPE="$dt" -D C_DTYPE="$dt" \
               -D A_KMAJOR=1 -D B_NMAJOR=0 -D $epi $opts $([ "$dt" = BF16 ] && echo -D MMA_BF16) \
@@ -144,7 +144,7 @@ for epi in EPI_CE_STATS EPI_CE_GRAD "EPI_CE_STATS -D CE_STORE"; do
 done
 # attention TABLE DTYPES...: each tile (BLOCK_M, BLOCK_N, WARPS, largest head dim or 0, held
 # rows in local memory) of host/ops/attention.c's table mma_TABLE for every head dim it serves
-# whose program's local memory (cl/attention.cl: the held tiles, or the streamed stages with
+# whose program's local memory (cl/nv/attention_mma.cl: the held tiles, or the streamed stages with
 # dK/dV's lse and delta, or both with HELD_LOCAL) fits the architecture's local_limit, in each
 # dtype, for sm_80 and sm_90
 attention() {
@@ -168,7 +168,7 @@ attention() {
           built=""
           # shellcheck disable=SC2046 # one flag or none
           build "attention $kind ${bm}x${bn} w$w d$d $dt$([ "$held_local" = 1 ] && echo " held-local")" "$sm" \
-            attention.cl -D "DTYPE_$dt" -D "ATTN_$([ "$kind" = fwd ] && echo FWD || echo BWD)" \
+            nv/attention_mma.cl -D "DTYPE_$dt" -D "ATTN_$([ "$kind" = fwd ] && echo FWD || echo BWD)" \
             -D HEAD_DIM="$d" -D BLOCK_M="$bm" -D BLOCK_N="$bn" -D WARPS="$w" \
             $([ "$held_local" = 1 ] && echo -D HELD_LOCAL)
           # The f32 tables promise tiles that spill at most MMA_F32_SPILL bytes on sm_90, where

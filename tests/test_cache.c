@@ -356,6 +356,28 @@ START_TEST(include_cycles_named)
 }
 END_TEST
 
+/* Names are paths under cl/ ("nv/mma.h"), from whichever file includes them, and only such
+   paths: one that leaves the tree or spells a file twice is refused. */
+START_TEST(include_paths_under_cl)
+{
+    static const struct {
+        const char *b_h, *message;
+    } cases[] = {
+        {"#include \"sub/a.h\"\n", "kernel source add.cl: include cycle sub/a.h -> sub/b.h -> sub/a.h"},
+        {"#include \"../add.cl\"\n", "kernel source name ../add.cl is not a path under cl/, included from sub/b.h"},
+        {"#include \"sub/./a.h\"\n", "kernel source name sub/./a.h is not a path under cl/, included from sub/b.h"},
+        {"#include \"/etc/hostname\"\n", "kernel source name /etc/hostname is not a path under cl/, included from sub/b.h"},
+    };
+    char *dir = fresh_dir();
+    tu_write_text(dir, "add.cl", "#include \"sub/a.h\"\n");
+    tu_write_text(dir, "sub/a.h", "#include \"sub/b.h\"\n");
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        tu_write_text(dir, "sub/b.h", cases[i].b_h);
+        expect_source_error(dir, cases[i].message);
+    }
+}
+END_TEST
+
 /* In a child ended by an alarm after a minute: whether add runs right with a FIFO for add.cl
    and a directory for common.h under CLKIT_KERNEL_DIR (the embedded copies serve), and with
    every binary entry in `cache` replaced by a FIFO. */
@@ -411,6 +433,7 @@ int main(void)
     tcase_add_test(tc, size_cap);
     tcase_add_test(tc, ptx_retarget);
     tcase_add_test(tc, include_cycles_named);
+    tcase_add_test(tc, include_paths_under_cl);
     tcase_add_test(tc, only_regular_files_read);
     suite_add_tcase(s, tc);
     return tu_run(s);

@@ -27,10 +27,7 @@ static const char breakage[] = "\n__kernel void clkit_fault(void) { this is not 
 
 static void write_file(const char *dir, const char *name, const char *text, const char *tail)
 {
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    ck_assert_msg(f != NULL, "cannot write %s", path);
+    FILE *f = tu_create_file(dir, name);
     fputs(text, f);
     if (tail) fputs(tail, f);
     ck_assert_int_eq(fclose(f), 0);

@@ -98,18 +98,15 @@ extern const clkit_embedded_source clkit_embedded_sources[];
 static const struct {
     const char *file, *guard;
 } breaks[] = {
-    {"attention.cl", "defined(WARPS)"},                                     /* tensor-core attention */
+    {"nv/attention_mma.cl", "defined(WARPS)"},                              /* tensor-core attention */
     {"softmax.cl", "defined(CLKIT_NV_SM) && !defined(SOFTMAX_PORTABLE)"},   /* softmax's shuffles */
-    {"matmul.cl", "defined(TMA)"},                                          /* matmul's TMA loads */
+    {"nv/matmul_mma.cl", "defined(TMA)"},                                   /* matmul's TMA loads */
 };
 
 static void write_broken_sources(const char *dir)
 {
     for (const clkit_embedded_source *s = clkit_embedded_sources; s->name; s++) {
-        char path[512];
-        snprintf(path, sizeof path, "%s/%s", dir, s->name);
-        FILE *f = fopen(path, "w");
-        ck_assert_msg(f != NULL, "cannot write %s", path);
+        FILE *f = tu_create_file(dir, s->name);
         for (size_t i = 0; i < sizeof breaks / sizeof *breaks; i++)
             if (!strcmp(s->name, breaks[i].file))
                 fprintf(f, "#if %s\n#error \"forced: this fast path does not build\"\n#endif\n", breaks[i].guard);

@@ -2,9 +2,11 @@
 #include "tune.h"
 #include "util.h"
 
+#include <errno.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 clkit_context *tu_ctx(void)
 {
@@ -84,12 +86,23 @@ clkit_tensor tu_view(cl_mem buf, clkit_dtype dtype, int ndim, const int64_t *sha
     return t;
 }
 
+FILE *tu_create_file(const char *dir, const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    for (char *p = strchr(path + strlen(dir) + 1, '/'); p; p = strchr(p + 1, '/')) {
+        *p = 0;
+        ck_assert_msg(mkdir(path, 0755) == 0 || errno == EEXIST, "cannot create %s", path);
+        *p = '/';
+    }
+    FILE *f = fopen(path, "w");
+    ck_assert_msg(f != NULL, "cannot write %s", path);
+    return f;
+}
+
 void tu_write_text(const char *dir, const char *name, const char *text)
 {
-    char path[256];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    ck_assert(f != NULL);
+    FILE *f = tu_create_file(dir, name);
     fputs(text, f);
     fclose(f);
 }

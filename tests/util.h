@@ -5,6 +5,7 @@
 
 #include <check.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "clkit.h"
@@ -56,7 +57,10 @@ static inline size_t tu_at(const tu_layout *l, int64_t r, int64_t c)
     return l->offset + (size_t)(r * l->rs + c * l->cs);
 }
 
-/* Writes text to dir/name, replacing what was there. */
+/* dir/name opened for writing, replacing what was there; the directories of a name with
+   slashes ("nv/mma.h") are created as needed. */
+FILE *tu_create_file(const char *dir, const char *name);
+/* Writes text to dir/name, as tu_create_file opens it. */
 void tu_write_text(const char *dir, const char *name, const char *text);
 /* rm -rf path: whatever a case left there; a path that is not there is no error. */
 void tu_remove_tree(const char *path);

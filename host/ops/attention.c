@@ -309,7 +309,7 @@ static void build_options(const problem *p, const tiles *t, int bwd, char *buf, 
 
 /* ---- tensor cores ---- */
 
-/* Rows held (BLOCK_M), rows streamed (BLOCK_N) and warps of one of cl/attention.cl's mma
+/* Rows held (BLOCK_M), rows streamed (BLOCK_N) and warps of one of cl/nv/attention_mma.cl's
    kernels, the largest head dim it serves (0: any), and whether the held rows stay in local
    memory (HELD_LOCAL) instead of registers. */
 typedef struct mma_tiles {
@@ -458,7 +458,7 @@ static clkit_status plan_attention(clkit_context *ctx, void *arg, size_t wg_limi
     bool delta = strcmp(ps->names_portable[i], "attn_bwd_delta") == 0;
     bool mma = ps->on[i] && clkit_path_allowed(ctx, CLKIT_PATH_NV_MMA, CLKIT_FAMILY_ATTENTION) &&
                (!wg_limit || delta || (size_t)(mt->warps * 32) <= wg_limit);
-    plan->file = "attention.cl";
+    plan->file = mma ? "nv/attention_mma.cl" : "attention.cl";
     plan->family = CLKIT_FAMILY_ATTENTION;
     plan->dims = 2;
     if (mma) {
@@ -628,7 +628,7 @@ static clkit_status forward(clkit_context *ctx, const call *c, const tiles *forc
     arg_view(&a, &vq), arg_view(&a, &vk), arg_view(&a, &vv), arg_view(&a, &vo), arg_view(&a, &vl);
     clkit_arg(&a, 4, &hq), clkit_arg(&a, 4, &group), clkit_arg(&a, 4, &lq), clkit_arg(&a, 4, &lk), clkit_arg(&a, 4, &causal);
     clkit_arg(&a, 4, &scale2);
-    /* Heads across, blocks down: cl/attention.cl's grid_block. */
+    /* Heads across, blocks down: cl/attention.h's grid_block. */
     size_t global[2] = {(size_t)(p.b * p.hq) * t.wg, groups_of(p.lq, t.bm)}, local[2] = {t.wg, 1};
     return clkit_run(ctx, &a, 2, global, local);
 }
@@ -646,7 +646,7 @@ static clkit_status launch_delta(clkit_context *ctx, cl_kernel kern, const probl
     clkit_args a = clkit_args_of(kern);
     arg_view(&a, &bv->o), arg_view(&a, &bv->dout);
     clkit_arg(&a, sizeof bv->delta.buf, &bv->delta.buf), clkit_arg(&a, 4, &hq), clkit_arg(&a, 4, &lq);
-    /* DELTA_LANES work-items a row, DELTA_WG at most a group (cl/attention.cl). */
+    /* DELTA_LANES work-items a row, DELTA_WG at most a group (cl/attention.h). */
     size_t lanes = 8, wg = clkit_kernel_wg_limit(ctx, kern);
     wg = (wg < 256 ? wg : 256) / lanes * lanes;
     if (!wg) return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "attention: delta kernel runs fewer "

@@ -789,7 +789,7 @@ typedef struct fused_chunk {
     int64_t v0;
 } fused_chunk;
 
-/* cl/matmul.cl's EPI_CE_DECL, after the operands. */
+/* cl/nv/matmul_ce_epilogue.h's EPI_CE_DECL, after the operands. */
 static void arg_epilogue(clkit_args *a, const void *user)
 {
     const fused_chunk *fc = user;

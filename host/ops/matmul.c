@@ -619,7 +619,7 @@ static void arg_operand(clkit_args *a, cl_mem buf, int64_t off, const int64_t *s
     for (int i = 0; i < 3; i++) clkit_arg_long(a, st[i]);
 }
 
-/* cl/matmul.cl's OPERANDS, then the TMA's map slot where the tile takes it. */
+/* cl/matmul.h's OPERANDS, then the TMA's map slot where the tile takes it. */
 static clkit_status arg_operands(clkit_context *ctx, clkit_args *a, const problem *pr,
                                  const clkit_tensor *c)
 {
@@ -734,7 +734,7 @@ static clkit_status plan_matmul(clkit_context *ctx, void *arg, size_t wg_limit, 
     }
     int kernel = cfg(&m->c, "KERNEL");
     tma_prepare(ctx, pr, &m->c);
-    plan->file = "matmul.cl";
+    plan->file = kernel == KERNEL_MMA ? "nv/matmul_mma.cl" : "matmul.cl";
     snprintf(plan->name, sizeof plan->name, "%s", names[kernel]);
     build_options(pr, &m->c, plan->options, sizeof plan->options);
     if (m->epilogue) {

@@ -19,10 +19,10 @@
 #define CLKIT_NV_MMA_H
 
 #if !defined(CLKIT_NV_SM) || CLKIT_NV_SM < 80
-#error "nv_mma.h needs an NVIDIA device of compute capability 8.0 or later"
+#error "nv/mma.h needs an NVIDIA device of compute capability 8.0 or later"
 #endif
 
-#define NV_INLINE inline __attribute__((always_inline))
+#include "nv/shuffle.h"
 
 NV_INLINE uint nv_shared(__local const void *p) { return (uint)(size_t)p; }
 
@@ -106,8 +106,9 @@ NV_INLINE uint nv_tf32(uint x)
    a_small b_big + a_big b_small + a_big b_big, the small terms first. The mma reads only the
    TF32 bits of small, so what is dropped (a_small b_small and small's low bits) is at most
    2^-19 of each product, about 2^-20 typically. Two plain instructions an element: rounding
-   both parts with cvt.rna.tf32 instead (2^-22) made the attention kernels 1.3-1.6x slower on
-   an H100, the conversions being their bottleneck. */
+   both parts with cvt.rna.tf32 instead (2^-22) makes the conversions the attention kernels'
+   bottleneck (bench/journal/2026-11-25.md, "Attention f32: held rows in local memory, a
+   cheaper split"). */
 NV_INLINE void nv_tf32_split(uint *big, uint *small, const uint *x, int n)
 {
     for (int i = 0; i < n; i++)
@@ -127,15 +128,6 @@ NV_INLINE uint nv_pack_bf16x2(float lo, float hi)
 {
     uint r;
     __asm__("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-}
-
-/* v from the lane whose index differs by `mask`: the four lanes that share an accumulator
-   row reduce it with masks 1 and 2 (NVIDIA's OpenCL has no sub-group shuffle). */
-NV_INLINE float nv_shfl_xor(float v, int mask)
-{
-    float r;
-    __asm__ volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(r) : "f"(v), "r"(mask));
     return r;
 }
 

@@ -1,0 +1,58 @@
+/* What every matmul kernel shares, the portable ones (cl/matmul.cl) and each vendor's
+   (cl/nv/matmul_mma.cl): the operand dtypes, the kernel arguments, the epilogue that scales,
+   accumulates into and activates C, and the order in which work-groups take their tiles.
+
+   Operand dtypes: -D A_DTYPE=F32|F16|BF16 (likewise B_DTYPE, C_DTYPE); values enter the
+   multiply as f32 and accumulate in f32. */
+#ifndef CLKIT_MATMUL_H
+#define CLKIT_MATMUL_H
+
+#include "common.h"
+
+#define A_T CLKIT_CAT(ty_, A_DTYPE)
+#define B_T CLKIT_CAT(ty_, B_DTYPE)
+#define C_T CLKIT_CAT(ty_, C_DTYPE)
+#define LOAD_A(p, i) CLKIT_CAT(LD_, A_DTYPE)(p, i)
+#define LOAD_B(p, i) CLKIT_CAT(LD_, B_DTYPE)(p, i)
+#define LOAD_C(p, i) CLKIT_CAT(LD_, C_DTYPE)(p, i)
+#define STORE_C(p, i, v) CLKIT_CAT(ST_, C_DTYPE)(p, i, v)
+#define LOAD4_A(p, i) CLKIT_CAT(LDA4_, A_DTYPE)(p, i)
+#define LOAD4_B(p, i) CLKIT_CAT(LDA4_, B_DTYPE)(p, i)
+
+#define ACT_NONE 0
+#define ACT_RELU 1
+#define ACT_LEAKY_RELU 2
+
+/* alpha * acc + beta * C, then the activation; beta == 0 never reads C (it may hold NaN). */
+inline void epilogue(__global C_T *C, long idx, float acc, float alpha, float beta, int act,
+                     float slope)
+{
+    float v = alpha * acc;
+    if (beta != 0.0f) v = fma(beta, LOAD_C(C, idx), v);
+    if (act == ACT_RELU) v = fmax(v, 0.0f);
+    else if (act == ACT_LEAKY_RELU) v = v >= 0.0f ? v : v * slope;
+    STORE_C(C, idx, v);
+}
+
+#define OPERANDS                                                                                \
+    __global const A_T *A, long a_off, long a_sb, long a_sm, long a_sk, __global const B_T *B,   \
+        long b_off, long b_sb, long b_sk, long b_sn, __global C_T *C, long c_off, long c_sb,     \
+        long c_sm, long c_sn, int M, int N, int K, float alpha, float beta, int act, float slope
+
+/* Private arrays passed by pointer must stay in registers: force the helpers inline. */
+#define INLINE inline __attribute__((always_inline))
+
+#if defined(BLOCK_M)
+/* Triton's grouped ordering: GROUP_M rows of tiles are swept column by column, so the
+   work-groups in flight reuse the same A rows and B columns from L2. */
+inline int2 tile_coords(int pid, int M, int N)
+{
+    int num_m = (M + BLOCK_M - 1) / BLOCK_M, num_n = (N + BLOCK_N - 1) / BLOCK_N;
+    int in_group = GROUP_M * num_n;
+    int first_m = (pid / in_group) * GROUP_M;
+    int size_m = min(num_m - first_m, GROUP_M);
+    return (int2)(first_m + (pid % in_group) % size_m, (pid % in_group) / size_m);
+}
+#endif
+
+#endif

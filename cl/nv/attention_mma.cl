@@ -1,0 +1,575 @@
+/* Fused attention (FlashAttention-2) on NVIDIA tensor cores (sm_80+): attn_fwd_mma,
+   attn_bwd_dkdv_mma and attn_bwd_dq_mma compute what the portable kernels of cl/attention.cl
+   compute, for f16 or bf16 storage with f32 accumulation, and f32 storage through 3xTF32
+   (below). As there, no score leaves the chip: the Lq x Lk scores and probabilities, which a
+   naive attention writes to DRAM and reads back twice (O(L^2) traffic a head), live only in
+   the accumulators of the mma; every input element is read once per block of rows that needs
+   it and each output is written once. The host builds this file only for NVIDIA devices;
+   the backward's attn_bwd_delta comes with cl/attention.h.
+
+   A work-group of WARPS warps holds BLOCK_M rows (queries in the forward and dQ kernels, keys
+   in the dK/dV kernel), each warp 16 * FRAG_M of them as mma A fragments resident in
+   registers (with HELD_LOCAL: in local memory, read at every step), and streams the other
+   side BLOCK_N rows at a time through local memory by cp.async. Every product is an m16n8k16
+   mma (m16n8k8 TF32 for f32) whose operands come from ldmatrix: the held rows times the
+   streamed rows transposed (S = q k^T, dP = dO v^T and their transposes) reads the streamed
+   rows as they are, and a product over the streamed rows (P V, dS K, P^T dO, dS^T q) reads
+   them through ldmatrix.trans (f32: 4-byte reads). Scores never touch local memory: the
+   online softmax works on the accumulators (a row lives in the four lanes of a quad, reduced
+   by shuffles), and P or dS goes from the accumulators straight into the A fragments of the
+   next product, rounded to a 16-bit storage dtype as FlashAttention does (f32 keeps them
+   f32). Exponentials use the hardware's ex2.approx (nv_exp2), as FlashAttention's do.
+
+   The forward overlaps its copies as FlashAttention-2 does, with one K and one V buffer: V of
+   key block j lands while the warps compute its scores, K of block j + 1 while they compute
+   P V. The backward kernels double-buffer both streamed tiles. The host proves that q, k, v
+   (and dO) have a contiguous head dimension and 16-byte-aligned strides and offsets.
+
+   Compile-time constants: HEAD_DIM, BLOCK_M, BLOCK_N, WARPS, HELD_LOCAL, the dtype
+   (common.h) and ATTN_FWD or ATTN_BWD, the program's kernels. */
+#include "attention.h"
+#include "nv/mma.h"
+
+#define MMA_WG (WARPS * 32)
+#define FRAG_M (BLOCK_M / WARPS / 16)
+#if defined(DTYPE_F32)
+#define ESIZE 4             /* bytes an element */
+#define KSTEP 8             /* head dims an mma step (m16n8k8) */
+typedef uint raw_t;
+#else
+#define ESIZE 2
+#define KSTEP 16            /* m16n8k16 */
+typedef ushort raw_t;
+#endif
+#define CHUNK (16 / ESIZE)        /* elements a 16-byte chunk; an mma step covers two */
+#define DCH (HEAD_DIM / CHUNK)    /* 16-byte chunks of a row */
+#define DK (HEAD_DIM / KSTEP)     /* mma steps over the head dimension */
+#define DF (HEAD_DIM / 8)         /* accumulator tiles across the head dimension */
+#define NF (BLOCK_N / 8)          /* accumulator tiles across the streamed rows */
+#define TILE_BYTES(rows) ((rows) * HEAD_DIM * ESIZE)
+#if defined(DTYPE_F32)
+/* f32 as 3xTF32 (nv_tf32_split). */
+#define split nv_tf32_split
+#define MMA3(d, ab, as, bb, bs) (nv_mma_tf32(d, as, bb), nv_mma_tf32(d, ab, bs), nv_mma_tf32(d, ab, bb))
+#else
+/* 16-bit operands go to the mma as they are: split only copies, and MMA3 is one mma. */
+INLINE void split(uint *big, uint *small, const uint *x, int n)
+{
+    for (int i = 0; i < n; i++) big[i] = x[i], small[i] = 0;
+}
+#if defined(DTYPE_BF16)
+#define MMA nv_mma_bf16
+#define PACK nv_pack_bf16x2
+#else
+#define MMA nv_mma_f16
+#define PACK nv_pack_f16x2
+#endif
+#define MMA3(d, ab, as, bb, bs) MMA(d, ab, bb)
+#endif
+
+typedef float held_acc[FRAG_M][DF][4];  /* rows held x head dimension */
+typedef float score_acc[FRAG_M][NF][4]; /* rows held x rows streamed */
+#if defined(HELD_LOCAL)
+/* The held rows stay in their local-memory tile and each step reads their fragments by
+   ldmatrix: for f32 at head dim 128, whose held fragments would take half the registers
+   (the host sets it where local memory holds the held tiles beside the streamed ones, sm_90).
+   held_frags is then a placeholder that nothing reads. */
+typedef uint held_frags[1][1][4];
+#define HELD_SPACE(bytes) (bytes)
+#else
+typedef uint held_frags[FRAG_M][DK][4];
+#define HELD_SPACE(bytes) 0
+#endif
+/* Local memory of a kernel whose held tiles take `held` bytes and streamed ones `streamed`:
+   the held tiles are read into registers before the streamed ones overwrite them, unless
+   HELD_LOCAL keeps them. */
+#define LOCAL_WORDS(held, streamed) ((HELD_SPACE(held) + MAX((held) - HELD_SPACE(held), streamed)) / 16)
+
+/* rows x HEAD_DIM elements from src (row r at src + r * row_stride) into a swizzled tile;
+   rows from `valid` on are zero-filled without reading. */
+INLINE void copy_rows(__local uchar *tile, __global const raw_t *src, long row_stride, int rows,
+                      int valid, int tid)
+{
+    for (int e = tid; e < rows * DCH; e += MMA_WG) {
+        int r = e / DCH, c = e % DCH, ok = r < valid;
+        nv_cp_async16(tile + nv_swizzle(r, c, DCH), src + (ok ? r * row_stride + c * CHUNK : 0), ok ? 16u : 0u);
+    }
+}
+
+/* The A fragment of the warp's held rows wm + 16 i .. at mma step kd, from their tile. */
+INLINE void held_frag(uint f[4], __local const uchar *tile, int wm, int i, int kd, int lane)
+{
+    int q = lane / 8, r = lane % 8;
+    nv_ldmatrix_x4(f, tile + nv_swizzle(wm + i * 16 + (q % 2) * 8 + r, kd * 2 + q / 2, DCH));
+}
+
+/* The warp's held rows wm .. as A fragments over the whole head dimension (HELD_LOCAL: left
+   in the tile). Its own loop rather than held_frag's: ptxas schedules the 16-bit kernels
+   better so (253 against 255 registers for f16 at D 64). */
+INLINE void load_held(held_frags f, __local const uchar *tile, int wm, int lane)
+{
+#if !defined(HELD_LOCAL)
+    int q = lane / 8, r = lane % 8;
+    #pragma unroll
+    for (int i = 0; i < FRAG_M; i++)
+        #pragma unroll
+        for (int kd = 0; kd < DK; kd++)
+            nv_ldmatrix_x4(f[i][kd], tile + nv_swizzle(wm + i * 16 + (q % 2) * 8 + r, kd * 2 + q / 2, DCH));
+#endif
+}
+
+/* s = held rows x (streamed rows in tile)^T, reducing over the head dimension. An mma step
+   is two 16-byte chunks of a row in either dtype, so ldmatrix serves both: a 32-bit lane of
+   an 8 x 8 b16 matrix is one f32 element, just where the m16n8k8 fragment wants it. */
+INLINE void product_t(score_acc s, const held_frags a, __local const uchar *held, int wm,
+                      __local const uchar *tile, int lane)
+{
+    int q = lane / 8, r = lane % 8;
+    #pragma unroll
+    for (int i = 0; i < FRAG_M; i++)
+        #pragma unroll
+        for (int j = 0; j < NF; j++) s[i][j][0] = s[i][j][1] = s[i][j][2] = s[i][j][3] = 0.0f;
+    #pragma unroll
+    for (int kd = 0; kd < DK; kd++) {
+        uint ab[FRAG_M][4], as[FRAG_M][4];
+        #pragma unroll
+        for (int i = 0; i < FRAG_M; i++) {
+#if defined(HELD_LOCAL)
+            uint f[4];
+            held_frag(f, held, wm, i, kd, lane);
+            split(ab[i], as[i], f, 4);
+#else
+            split(ab[i], as[i], a[i][kd], 4);
+#endif
+        }
+        #pragma unroll
+        for (int j = 0; j < NF; j += 2) {
+            uint f[4], fb[4], fs[4];
+            nv_ldmatrix_x4(f, tile + nv_swizzle(j * 8 + (q / 2) * 8 + r, kd * 2 + q % 2, DCH));
+            split(fb, fs, f, 4);
+            #pragma unroll
+            for (int i = 0; i < FRAG_M; i++) {
+                MMA3(s[i][j], ab[i], as[i], fb, fs);
+                MMA3(s[i][j + 1], ab[i], as[i], fb + 2, fs + 2);
+            }
+        }
+    }
+}
+
+#if defined(DTYPE_F32)
+/* acc += p x (streamed rows in tile), reducing over the streamed rows, 8 a step: p's
+   accumulator tile kk becomes the A fragment with the step's k order permuted (k t is row
+   2t, k t + 4 is row 2t + 1), so no value moves between lanes; the B values, a column of
+   the streamed rows that ldmatrix cannot transpose at 32 bits, come by one 4-byte read each
+   (rows 2t and 2t + 1 of the swizzled tile fall in distinct banks).
+   The block's products go into a fresh tile that an f32 add takes into acc, as matmul's
+   3xTF32 does: the mma truncates the sum it adds into, and fed acc itself, across every block
+   of a long row, that drifted, the error growing with the row far past f32 attention's
+   (bench/journal/2026-11-25.md, "Attention f32: the same drift, fixed").
+   The forward's rescaling of acc rides on that add (acc = acc * alpha + sum, one fma). */
+INLINE void rescale_product(held_acc acc, const float alpha[FRAG_M][2], const score_acc p,
+                            __local const uchar *tile, int lane)
+{
+    int g = lane / 4, t = lane % 4;
+    uint ab[NF][FRAG_M][4], as[NF][FRAG_M][4];
+    #pragma unroll
+    for (int kk = 0; kk < NF; kk++)
+        #pragma unroll
+        for (int i = 0; i < FRAG_M; i++) {
+            uint a[4] = {as_uint(p[i][kk][0]), as_uint(p[i][kk][2]), as_uint(p[i][kk][1]), as_uint(p[i][kk][3])};
+            split(ab[kk][i], as[kk][i], a, 4);
+        }
+    #pragma unroll
+    for (int dj = 0; dj < DF; dj++) {
+        int c = dj * 2 + g / 4, w = (g % 4) * 4;
+        float sum[FRAG_M][4];
+        #pragma unroll
+        for (int i = 0; i < FRAG_M; i++) sum[i][0] = sum[i][1] = sum[i][2] = sum[i][3] = 0.0f;
+        #pragma unroll
+        for (int kk = 0; kk < NF; kk++) {
+            uint f[2], fb[2], fs[2];
+            f[0] = *(__local const uint *)(tile + nv_swizzle(kk * 8 + 2 * t, c, DCH) + w);
+            f[1] = *(__local const uint *)(tile + nv_swizzle(kk * 8 + 2 * t + 1, c, DCH) + w);
+            split(fb, fs, f, 2);
+            #pragma unroll
+            for (int i = 0; i < FRAG_M; i++) MMA3(sum[i], ab[kk][i], as[kk][i], fb, fs);
+        }
+        #pragma unroll
+        for (int i = 0; i < FRAG_M; i++)
+            #pragma unroll
+            for (int e = 0; e < 4; e++) acc[i][dj][e] = fma(acc[i][dj][e], alpha[i][e / 2], sum[i][e]);
+    }
+}
+#else
+/* acc = acc * alpha (a factor a held row) + p x (streamed rows in tile), reducing over the
+   streamed rows: p's accumulators become A fragments (tiles 2kk and 2kk + 1 are the 16
+   columns of step kk). */
+INLINE void rescale_product(held_acc acc, const float alpha[FRAG_M][2], const score_acc p,
+                            __local const uchar *tile, int lane)
+{
+    int q = lane / 8, r = lane % 8;
+    #pragma unroll
+    for (int i = 0; i < FRAG_M; i++)
+        #pragma unroll
+        for (int dj = 0; dj < DF; dj++)
+            #pragma unroll
+            for (int e = 0; e < 4; e++) acc[i][dj][e] *= alpha[i][e / 2];
+    #pragma unroll
+    for (int kk = 0; kk < NF / 2; kk++) {
+        uint a[FRAG_M][4];
+        #pragma unroll
+        for (int i = 0; i < FRAG_M; i++) {
+            a[i][0] = PACK(p[i][2 * kk][0], p[i][2 * kk][1]);
+            a[i][1] = PACK(p[i][2 * kk][2], p[i][2 * kk][3]);
+            a[i][2] = PACK(p[i][2 * kk + 1][0], p[i][2 * kk + 1][1]);
+            a[i][3] = PACK(p[i][2 * kk + 1][2], p[i][2 * kk + 1][3]);
+        }
+        #pragma unroll
+        for (int dj = 0; dj < DF; dj += 2) {
+            uint f[4];
+            nv_ldmatrix_x4_trans(f, tile + nv_swizzle(kk * 16 + (q % 2) * 8 + r, dj + q / 2, DCH));
+            #pragma unroll
+            for (int i = 0; i < FRAG_M; i++) {
+                MMA(acc[i][dj], a[i], f);
+                MMA(acc[i][dj + 1], a[i], f + 2);
+            }
+        }
+    }
+}
+#endif
+
+/* acc += p x (streamed rows in tile): the backward's products, whose sums are not rescaled. */
+INLINE void product_n(held_acc acc, const score_acc p, __local const uchar *tile, int lane)
+{
+    float one[FRAG_M][2];
+    #pragma unroll
+    for (int i = 0; i < FRAG_M; i++) one[i][0] = one[i][1] = 1.0f;
+    rescale_product(acc, one, p, tile, lane);
+}
+
+/* Accumulator element e of tile (i, j): held row row0 + 16 i + 8 (e / 2), streamed row
+   col0 + 8 j + e % 2, where row0 and col0 are the lane's. Sets to -inf the scores at or past
+   `limit` across, or with causal, of a key after its query. */
+INLINE void mask_acc(score_acc s, int row0, int col0, int limit, int causal, int keys_across)
+{
+    #pragma unroll
+    for (int i = 0; i < FRAG_M; i++)
+        #pragma unroll
+        for (int j = 0; j < NF; j++)
+            #pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int r = row0 + i * 16 + (e / 2) * 8, c = col0 + j * 8 + e % 2;
+                int after = keys_across ? c > r : r > c;
+                if (c >= limit || (causal && after)) s[i][j][e] = -INFINITY;
+            }
+}
+
+/* Stores acc * mul for held rows from row0 (the lane's) below `rows`, into out (row stride rs,
+   column stride ds). */
+INLINE void store_held(__global elem_t *out, long rs, long ds, const held_acc acc, int row0,
+                       int col0, int rows, float mul)
+{
+    #pragma unroll
+    for (int i = 0; i < FRAG_M; i++)
+        #pragma unroll
+        for (int e = 0; e < 4; e++) {
+            int r = row0 + i * 16 + (e / 2) * 8;
+            if (r >= rows) continue;
+            #pragma unroll
+            for (int dj = 0; dj < DF; dj++)
+                STORE(out, r * rs + (col0 + dj * 8 + e % 2) * ds, mul * acc[i][dj][e]);
+        }
+}
+
+INLINE void zero_held(held_acc acc)
+{
+    #pragma unroll
+    for (int i = 0; i < FRAG_M; i++)
+        #pragma unroll
+        for (int dj = 0; dj < DF; dj++) acc[i][dj][0] = acc[i][dj][1] = acc[i][dj][2] = acc[i][dj][3] = 0.0f;
+}
+
+INLINE float quad_max(float x) { x = fmax(x, nv_shfl_xor(x, 1)); return fmax(x, nv_shfl_xor(x, 2)); }
+INLINE float quad_sum(float x) { x += nv_shfl_xor(x, 1); return x + nv_shfl_xor(x, 2); }
+
+#if defined(ATTN_FWD)
+/* One step of the online softmax on the accumulators: s (raw scores) becomes
+   P = 2^(s scale2 - m) with m the new row max; the lane's partial row sums l are rescaled by
+   2^(m_old - m_new), and o_scale receives that factor for the output rows, which
+   rescale_product applies as it adds P V. Half h of a tile's elements is row 8 h. */
+INLINE void softmax_acc(score_acc s, float m[FRAG_M][2], float l[FRAG_M][2], float o_scale[FRAG_M][2],
+                        float scale2)
+{
+    #pragma unroll
+    for (int i = 0; i < FRAG_M; i++)
+        #pragma unroll
+        for (int h = 0; h < 2; h++) {
+            float mx = -INFINITY;
+            #pragma unroll
+            for (int j = 0; j < NF; j++) mx = fmax(mx, fmax(s[i][j][2 * h], s[i][j][2 * h + 1]));
+            float m_new = fmax(m[i][h], quad_max(mx) * scale2);
+            /* A row with no visible key yet keeps m = -inf: subtracting 0 makes exp2 give 0. */
+            float base = m_new == -INFINITY ? 0.0f : m_new, alpha = exp2(m[i][h] - base);
+            m[i][h] = m_new;
+            l[i][h] *= alpha;
+            o_scale[i][h] = alpha;
+            #pragma unroll
+            for (int j = 0; j < NF; j++)
+                #pragma unroll
+                for (int e = 2 * h; e < 2 * h + 2; e++) {
+                    s[i][j][e] = nv_exp2(fma(s[i][j][e], scale2, -base));
+                    l[i][h] += s[i][j][e];
+                }
+        }
+}
+
+/* Grid (B x Hq x MMA_WG, query blocks). q's tile is read into registers once; its local
+   memory then holds K and V (HELD_LOCAL: q stays, K and V go after it). */
+__kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_mma(
+    IN(q), IN(k), IN(v), OUT(o), __global float *lse, long lse_off, long4 lse_st, int Hq,
+    int group, int Lq, int Lk, int causal, float scale2)
+{
+    __local uint4 words[LOCAL_WORDS(TILE_BYTES(BLOCK_M), 2 * TILE_BYTES(BLOCK_N))];
+    __local uchar *qs = (__local uchar *)words, *ks = qs + HELD_SPACE(TILE_BYTES(BLOCK_M));
+    __local uchar *vs = ks + TILE_BYTES(BLOCK_N);
+    int tid = get_local_id(0), lane = tid % 32, wm = tid / 32 * 16 * FRAG_M;
+    int bh = grid_head(), b = bh / Hq, h = bh % Hq, m0 = query_block_start(Lq, causal);
+    int rows = min(BLOCK_M, Lq - m0), n_end = causal ? min(Lk, m0 + rows) : Lk;
+    int row0 = m0 + wm + lane / 4, col_lane = 2 * (lane % 4);
+    __global const raw_t *kg = (__global const raw_t *)(k + HEAD(k, b, h / group));
+    __global const raw_t *vg = (__global const raw_t *)(v + HEAD(v, b, h / group));
+    copy_rows(qs, (__global const raw_t *)(q + HEAD(q, b, h) + m0 * q_st.s2), q_st.s2, BLOCK_M, rows, tid);
+    nv_cp_async_commit();
+    NV_CP_ASYNC_WAIT(0);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    held_frags qf;
+    load_held(qf, qs, wm, lane);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (n_end > 0) copy_rows(ks, kg, k_st.s2, BLOCK_N, min(BLOCK_N, Lk), tid);
+    nv_cp_async_commit();
+
+    float m[FRAG_M][2], l[FRAG_M][2];
+    held_acc acc;
+    zero_held(acc);
+    #pragma unroll
+    for (int i = 0; i < FRAG_M; i++) m[i][0] = m[i][1] = -INFINITY, l[i][0] = l[i][1] = 0.0f;
+    for (int n0 = 0; n0 < n_end; n0 += BLOCK_N) {
+        int keys = min(BLOCK_N, Lk - n0), next = n0 + BLOCK_N;
+        copy_rows(vs, vg + n0 * v_st.s2, v_st.s2, BLOCK_N, keys, tid);
+        nv_cp_async_commit();
+        NV_CP_ASYNC_WAIT(1);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        score_acc s;
+        product_t(s, qf, qs, wm, ks, lane);
+        if (keys < BLOCK_N || (causal && n0 + BLOCK_N - 1 > m0))
+            mask_acc(s, row0, n0 + col_lane, Lk, causal, 1);
+        float o_scale[FRAG_M][2];
+        softmax_acc(s, m, l, o_scale, scale2);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (next < n_end) copy_rows(ks, kg + next * k_st.s2, k_st.s2, BLOCK_N, min(BLOCK_N, Lk - next), tid);
+        nv_cp_async_commit();
+        NV_CP_ASYNC_WAIT(1);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        rescale_product(acc, o_scale, s, vs, lane);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+
+    /* Rows with no key at all (Lk = 0) get o = 0 and lse = -inf, as an empty softmax would. */
+    #pragma unroll
+    for (int i = 0; i < FRAG_M; i++)
+        #pragma unroll
+        for (int hh = 0; hh < 2; hh++) {
+            float sum = quad_sum(l[i][hh]), inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+            int r = row0 + i * 16 + hh * 8;
+            if (lse && lane % 4 == 0 && r < Lq)
+                lse[lse_off + b * lse_st.s0 + h * lse_st.s1 + r * lse_st.s2] =
+                    sum > 0.0f ? (m[i][hh] + log2(sum)) * LN2 : -INFINITY;
+            #pragma unroll
+            for (int dj = 0; dj < DF; dj++) acc[i][dj][2 * hh] *= inv, acc[i][dj][2 * hh + 1] *= inv;
+        }
+    store_held(o + HEAD(o, b, h), o_st.s2, o_st.s3, acc, row0, col_lane, Lq, 1.0f);
+}
+#endif
+
+#if defined(ATTN_BWD)
+/* dS = P (dP - delta) in place of dp, from the raw scores s (which become P = 2^(s scale2 -
+   lse2)). lse2 and delta belong to the held row (dQ: rl, rd) or to the streamed column (dK/dV:
+   cl, cd); the other pair is zero. */
+INLINE void probabilities(score_acc s, score_acc dp, float scale2, const float rl[FRAG_M][2],
+                          const float rd[FRAG_M][2], const float cl[NF][2], const float cd[NF][2])
+{
+    #pragma unroll
+    for (int i = 0; i < FRAG_M; i++)
+        #pragma unroll
+        for (int j = 0; j < NF; j++)
+            #pragma unroll
+            for (int e = 0; e < 4; e++) {
+                float p = nv_exp2(fma(s[i][j][e], scale2, -(rl[i][e / 2] + cl[j][e % 2])));
+                s[i][j][e] = p;
+                dp[i][j][e] = p * (dp[i][j][e] - (rd[i][e / 2] + cd[j][e % 2]));
+            }
+}
+
+/* The backward's two held tiles (BLOCK_M rows of a and of b, rows from `rows` on zero) into
+   fragments, through local memory at base, which is free again on return (HELD_LOCAL: where
+   they stay). */
+INLINE void hold_pair(held_frags fa, held_frags fb, __local uchar *base, __global const raw_t *a,
+                      long a_rs, __global const raw_t *b, long b_rs, int rows, int tid, int wm,
+                      int lane)
+{
+    copy_rows(base, a, a_rs, BLOCK_M, rows, tid);
+    copy_rows(base + TILE_BYTES(BLOCK_M), b, b_rs, BLOCK_M, rows, tid);
+    nv_cp_async_commit();
+    NV_CP_ASYNC_WAIT(0);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    load_held(fa, base, wm, lane);
+    load_held(fb, base + TILE_BYTES(BLOCK_M), wm, lane);
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+
+/* Grid (B x Hq x MMA_WG, query blocks). A block of queries and its dO stay in registers; for
+   each key block (double-buffered K and V) the kernel recomputes P and dS and adds dS K to
+   dQ. dQ = scale * sum. */
+__kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dq_mma(
+    IN(q), IN(k), IN(v), IN(dout), __global const float *lse, long lse_off, long4 lse_st,
+    __global const float *delta, OUT(dq), int Hq, int group, int Lq, int Lk, int causal,
+    float scale2, float scale)
+{
+    __local uint4 words[LOCAL_WORDS(2 * TILE_BYTES(BLOCK_M), 4 * TILE_BYTES(BLOCK_N))];
+    __local uchar *base = (__local uchar *)words, *stages = base + HELD_SPACE(2 * TILE_BYTES(BLOCK_M));
+    int tid = get_local_id(0), lane = tid % 32, wm = tid / 32 * 16 * FRAG_M;
+    int bh = grid_head(), b = bh / Hq, h = bh % Hq, m0 = query_block_start(Lq, causal);
+    int rows = min(BLOCK_M, Lq - m0), n_end = causal ? min(Lk, m0 + rows) : Lk;
+    int row0 = m0 + wm + lane / 4, col_lane = 2 * (lane % 4);
+    __global const raw_t *kg = (__global const raw_t *)(k + HEAD(k, b, h / group));
+    __global const raw_t *vg = (__global const raw_t *)(v + HEAD(v, b, h / group));
+    float rl[FRAG_M][2], rd[FRAG_M][2], cz[NF][2];
+    #pragma unroll
+    for (int j = 0; j < NF; j++) cz[j][0] = cz[j][1] = 0.0f;
+    #pragma unroll
+    for (int i = 0; i < FRAG_M; i++)
+        #pragma unroll
+        for (int hh = 0; hh < 2; hh++) {
+            int r = row0 + i * 16 + hh * 8, ok = r < Lq;
+            rl[i][hh] = ok ? LOG2E * lse[lse_off + b * lse_st.s0 + h * lse_st.s1 + r * lse_st.s2] : 0.0f;
+            rd[i][hh] = ok ? delta[(long)bh * Lq + r] : 0.0f;
+        }
+    held_frags qf, df;
+    hold_pair(qf, df, base, (__global const raw_t *)(q + HEAD(q, b, h) + m0 * q_st.s2), q_st.s2,
+              (__global const raw_t *)(dout + HEAD(dout, b, h) + m0 * dout_st.s2), dout_st.s2, rows,
+              tid, wm, lane);
+
+    held_acc acc;
+    zero_held(acc);
+    int steps = (n_end + BLOCK_N - 1) / BLOCK_N;
+    for (int t = 0; t <= steps; t++) {
+        /* Step t copies key block t into stage t % 2 and computes block t - 1. */
+        if (t < steps) {
+            __local uchar *ks = stages + (t % 2) * 2 * TILE_BYTES(BLOCK_N);
+            int n0 = t * BLOCK_N, keys = min(BLOCK_N, Lk - n0);
+            copy_rows(ks, kg + n0 * k_st.s2, k_st.s2, BLOCK_N, keys, tid);
+            copy_rows(ks + TILE_BYTES(BLOCK_N), vg + n0 * v_st.s2, v_st.s2, BLOCK_N, keys, tid);
+        }
+        nv_cp_async_commit();
+        if (t == 0) continue;
+        NV_CP_ASYNC_WAIT(1);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        __local uchar *ks = stages + ((t - 1) % 2) * 2 * TILE_BYTES(BLOCK_N);
+        int n0 = (t - 1) * BLOCK_N;
+        score_acc s, dp;
+        product_t(s, qf, base, wm, ks, lane);
+        product_t(dp, df, base + TILE_BYTES(BLOCK_M), wm, ks + TILE_BYTES(BLOCK_N), lane);
+        if (n0 + BLOCK_N > Lk || (causal && n0 + BLOCK_N - 1 > m0))
+            mask_acc(s, row0, n0 + col_lane, Lk, causal, 1);
+        probabilities(s, dp, scale2, rl, rd, cz, cz);
+        product_n(acc, dp, ks, lane);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    store_held(dq + HEAD(dq, b, h), dq_st.s2, dq_st.s3, acc, row0, col_lane, Lq, scale);
+}
+
+/* Grid (B x Hkv x MMA_WG, key blocks). A block of keys and values stays in registers; the
+   kernel walks every (query head of the group, query block that sees the keys) pair in a
+   fixed order (grouped-query sums are deterministic), double-buffering q, dO and their rows'
+   lse and delta, recomputes P^T and dS^T, and adds P^T dO to dV and dS^T q to dK.
+   dK = scale * sum. Query rows past Lq are zero-filled with zero statistics: their P^T is 1
+   but both products they feed take their zero dO or q rows, so they add nothing. */
+#define STAGE_BYTES (2 * TILE_BYTES(BLOCK_N) + 8 * BLOCK_N)
+
+/* Stage `slot`: q and dO rows n0 .. of head h, lse and delta of those rows after them. */
+INLINE void copy_query_block(__local uchar *slot, __global const elem_t *q, long q_off, long4 q_st,
+                             __global const elem_t *dout, long dout_off, long4 dout_st,
+                             __global const float *lse, __global const float *delta, long lse_row,
+                             int b, int h, int n0, int Lq, int tid)
+{
+    int queries = min(BLOCK_N, Lq - n0);
+    copy_rows(slot, (__global const raw_t *)(q + HEAD(q, b, h) + n0 * q_st.s2), q_st.s2, BLOCK_N,
+              queries, tid);
+    copy_rows(slot + TILE_BYTES(BLOCK_N), (__global const raw_t *)(dout + HEAD(dout, b, h) + n0 * dout_st.s2),
+              dout_st.s2, BLOCK_N, queries, tid);
+    __local float *stats = (__local float *)(slot + 2 * TILE_BYTES(BLOCK_N));
+    for (int c = tid; c < 2 * BLOCK_N; c += MMA_WG) {
+        int r = c % BLOCK_N, ok = r < queries;
+        __global const float *src = c < BLOCK_N ? lse + (n0 + r) * lse_row : delta + n0 + r;
+        nv_cp_async4(stats + c, ok ? src : lse, ok ? 4u : 0u);
+    }
+}
+
+__kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dkdv_mma(
+    IN(q), IN(k), IN(v), IN(dout), __global const float *lse, long lse_off, long4 lse_st,
+    __global const float *delta, OUT(dk), OUT(dv), int Hq, int group, int Lq, int Lk, int causal,
+    float scale2, float scale)
+{
+    __local uint4 words[LOCAL_WORDS(2 * TILE_BYTES(BLOCK_M), 2 * STAGE_BYTES)];
+    __local uchar *base = (__local uchar *)words, *stages = base + HELD_SPACE(2 * TILE_BYTES(BLOCK_M));
+    int tid = get_local_id(0), lane = tid % 32, wm = tid / 32 * 16 * FRAG_M;
+    int Hkv = Hq / group, bg = grid_head(), b = bg / Hkv, g = bg % Hkv;
+    int m0 = grid_block() * BLOCK_M, rows = min(BLOCK_M, Lk - m0);
+    int row0 = m0 + wm + lane / 4, col_lane = 2 * (lane % 4);
+    held_frags kf, vf;
+    hold_pair(kf, vf, base, (__global const raw_t *)(k + HEAD(k, b, g) + m0 * k_st.s2), k_st.s2,
+              (__global const raw_t *)(v + HEAD(v, b, g) + m0 * v_st.s2), v_st.s2, rows, tid, wm, lane);
+
+    /* With causal, queries before the first key see none of the block. */
+    int n_start = causal ? m0 / BLOCK_N * BLOCK_N : 0;
+    int per_head = Lq > n_start ? (Lq - n_start + BLOCK_N - 1) / BLOCK_N : 0, steps = group * per_head;
+    float rz[FRAG_M][2];
+    #pragma unroll
+    for (int i = 0; i < FRAG_M; i++) rz[i][0] = rz[i][1] = 0.0f;
+    held_acc dk_acc, dv_acc;
+    zero_held(dk_acc);
+    zero_held(dv_acc);
+    for (int t = 0; t <= steps; t++) {
+        /* Step t copies (head, query block) t into stage t % 2 and computes t - 1. */
+        if (t < steps) {
+            int h = g * group + t / per_head;
+            copy_query_block(stages + (t % 2) * STAGE_BYTES, q, q_off, q_st, dout, dout_off, dout_st,
+                             lse + lse_off + b * lse_st.s0 + h * lse_st.s1, delta + ((long)b * Hq + h) * Lq,
+                             lse_st.s2, b, h, n_start + (t % per_head) * BLOCK_N, Lq, tid);
+        }
+        nv_cp_async_commit();
+        if (t == 0) continue;
+        NV_CP_ASYNC_WAIT(1);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        __local uchar *qs = stages + ((t - 1) % 2) * STAGE_BYTES;
+        __local const float *stats = (__local const float *)(qs + 2 * TILE_BYTES(BLOCK_N));
+        int n0 = n_start + ((t - 1) % per_head) * BLOCK_N;
+        float cl[NF][2], cd[NF][2];
+        #pragma unroll
+        for (int j = 0; j < NF; j++) {
+            float2 l2 = vload2(0, stats + col_lane + j * 8), d2 = vload2(0, stats + BLOCK_N + col_lane + j * 8);
+            cl[j][0] = LOG2E * l2.x, cl[j][1] = LOG2E * l2.y, cd[j][0] = d2.x, cd[j][1] = d2.y;
+        }
+        score_acc s, dp;
+        product_t(s, kf, base, wm, qs, lane);
+        product_t(dp, vf, base + TILE_BYTES(BLOCK_M), wm, qs + TILE_BYTES(BLOCK_N), lane);
+        if (causal && m0 + BLOCK_M - 1 > n0) mask_acc(s, row0, n0 + col_lane, Lq, 1, 0);
+        probabilities(s, dp, scale2, rz, rz, cl, cd);
+        product_n(dv_acc, s, qs + TILE_BYTES(BLOCK_N), lane);
+        product_n(dk_acc, dp, qs, lane);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    store_held(dv + HEAD(dv, b, g), dv_st.s2, dv_st.s3, dv_acc, row0, col_lane, Lk, 1.0f);
+    store_held(dk + HEAD(dk, b, g), dk_st.s2, dk_st.s3, dk_acc, row0, col_lane, Lk, scale);
+}
+#endif
