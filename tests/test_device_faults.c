@@ -34,10 +34,20 @@ static void write_file(const char *dir, const char *name, const char *text, cons
 }
 
 /* Writes every kernel source into dir, `broken` (may be NULL) with a compile error. */
+/* Whether source `name` is one that `broken` stands for: that file, and its NVIDIA twin
+   (nv/<stem>_mma.cl) where it has one, since a family whose tensor-core program fails to
+   build falls back to the portable file and fails only when both are broken. */
+static int stands_for(const char *broken, const char *name)
+{
+    char twin[64];
+    snprintf(twin, sizeof twin, "nv/%.*s_mma.cl", (int)strcspn(broken, "."), broken);
+    return strcmp(name, broken) == 0 || strcmp(name, twin) == 0;
+}
+
 static void write_sources(const char *dir, const char *broken)
 {
     for (const clkit_embedded_source *s = clkit_embedded_sources; s->name; s++)
-        write_file(dir, s->name, s->text, broken && strcmp(s->name, broken) == 0 ? breakage : NULL);
+        write_file(dir, s->name, s->text, broken && stands_for(broken, s->name) ? breakage : NULL);
 }
 
 /* A context on a fresh kernel directory (CLKIT_KERNEL_DIR) and a fresh binary cache, so that
