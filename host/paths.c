@@ -28,12 +28,18 @@ static const struct {
     [CLKIT_PATH_NV_TMA] = {"TMA loads", "cp.async", "CLKIT_NV_TMA", CLKIT_PATH_NV_WGMMA},
 };
 
-static const char *families[CLKIT_FAMILY_COUNT] = {
-    [CLKIT_FAMILY_MATMUL] = "matmul",
-    [CLKIT_FAMILY_ATTENTION] = "attention",
-    [CLKIT_FAMILY_CROSS_ENTROPY] = "cross_entropy",
-    [CLKIT_FAMILY_SOFTMAX] = "softmax",
-    [CLKIT_FAMILY_LAYERNORM] = "layernorm",
+#define TENSOR_CORES ((1u << CLKIT_PATH_NV_MMA) | (1u << CLKIT_PATH_NV_WGMMA) | (1u << CLKIT_PATH_NV_TMA))
+
+/* Each family's name and the paths its kernels have (bits of clkit_path). */
+static const struct {
+    const char *name;
+    unsigned uses;
+} families[CLKIT_FAMILY_COUNT] = {
+    [CLKIT_FAMILY_MATMUL] = {"matmul", TENSOR_CORES},
+    [CLKIT_FAMILY_ATTENTION] = {"attention", 1u << CLKIT_PATH_NV_MMA},
+    [CLKIT_FAMILY_CROSS_ENTROPY] = {"cross_entropy", TENSOR_CORES},
+    [CLKIT_FAMILY_SOFTMAX] = {"softmax", 1u << CLKIT_PATH_NV_SHUFFLE},
+    [CLKIT_FAMILY_LAYERNORM] = {"layernorm", 1u << CLKIT_PATH_NV_SHUFFLE},
 };
 
 static bool switched_off(const char *env)
@@ -77,7 +83,7 @@ enum { PROOF_NONE, PROOF_RUNNING, PROOF_DONE };
 
 void clkit_path_test_name(clkit_path path, clkit_family family, char *buf, size_t n)
 {
-    snprintf(buf, n, "known-answer test: %s on %s", families[family], paths[path].name);
+    snprintf(buf, n, "known-answer test: %s on %s", families[family].name, paths[path].name);
 }
 
 bool clkit_path_proven(clkit_context *ctx, clkit_path path, clkit_family family)
@@ -92,12 +98,12 @@ bool clkit_path_proven(clkit_context *ctx, clkit_path path, clkit_family family)
     if (kept < 0) clkit_cache_set_verdict(ctx, what, pass);
     *proof = PROOF_DONE;
     if (pass) {
-        clkit_log(CLKIT_LOG_INFO, "%s: %s passed%s", families[family], what, kept >= 0 ? " (kept verdict)" : "");
+        clkit_log(CLKIT_LOG_INFO, "%s: %s passed%s", families[family].name, what, kept >= 0 ? " (kept verdict)" : "");
         return true;
     }
     clkit_log(CLKIT_LOG_WARN, "%s: the %s gave a wrong answer on this device and driver; %s from now "
               "on (the verdict is kept in the binary cache; clear it after a driver fix)",
-              families[family], paths[path].name, paths[path].fallback);
+              families[family].name, paths[path].name, paths[path].fallback);
     ctx->path_failed[path][family] = true;
     return false;
 }
@@ -105,7 +111,7 @@ bool clkit_path_proven(clkit_context *ctx, clkit_path path, clkit_family family)
 void clkit_path_failed(clkit_context *ctx, clkit_path path, clkit_family family)
 {
     clkit_log(CLKIT_LOG_WARN, "%s: the %s program failed to build; %s from now on: %s",
-              families[family], paths[path].name, paths[path].fallback, clkit_last_error(ctx));
+              families[family].name, paths[path].name, paths[path].fallback, clkit_last_error(ctx));
     ctx->path_failed[path][family] = true;
     clkit_clear_error(ctx);
 }
@@ -114,10 +120,11 @@ clkit_status clkit_fast_paths(clkit_context *ctx, const char *op, unsigned *out)
 {
     if (!ctx || !op || !out) return CLKIT_ERR_NULL_ARGUMENT;
     for (int f = 0; f < CLKIT_FAMILY_COUNT; f++) {
-        if (strcmp(op, families[f]) != 0) continue;
+        if (strcmp(op, families[f].name) != 0) continue;
         *out = 0;
         for (int i = 0; i < CLKIT_PATH_COUNT; i++)
-            if (clkit_path_allowed(ctx, (clkit_path)i, (clkit_family)f)) *out |= 1u << i;
+            if ((families[f].uses >> i & 1) && clkit_path_allowed(ctx, (clkit_path)i, (clkit_family)f))
+                *out |= 1u << i;
         clkit_clear_error(ctx);
         return CLKIT_OK;
     }
@@ -128,6 +135,6 @@ clkit_status clkit_fast_paths(clkit_context *ctx, const char *op, unsigned *out)
 void clkit_path_acquit(clkit_context *ctx, clkit_path path, clkit_family family)
 {
     clkit_log(CLKIT_LOG_INFO, "%s: %s does not build either: the source is broken, not the %s "
-              "path, which stays on", families[family], paths[path].fallback, paths[path].name);
+              "path, which stays on", families[family].name, paths[path].fallback, paths[path].name);
     ctx->path_failed[path][family] = false;
 }

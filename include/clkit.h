@@ -147,11 +147,14 @@ typedef enum clkit_fast_path {
 } clkit_fast_path;
 
 /* The fast paths the op family `op` ("matmul", "attention", "cross_entropy", "softmax",
-   "layernorm") may take on this context now, as clkit_fast_path bits. The device and the
-   switches (CLKIT_TENSOR_CORES, CLKIT_WGMMA, CLKIT_NV_TMA = 0) set them; a path whose program
-   fails to build is off from then on for the family that built it, and only that one (the
-   call that found it runs on the next path down). Whether a call takes a path also depends
-   on its operands (dtypes, strides, alignment). An unknown family: CLKIT_ERR_INVALID_VALUE. */
+   "layernorm") may take on this context now, as clkit_fast_path bits, of those its kernels
+   have: matmul and cross_entropy NV_MMA, NV_WGMMA and NV_TMA; attention NV_MMA; softmax and
+   layernorm NV_SHUFFLE. The device and the switches (CLKIT_TENSOR_CORES, CLKIT_WGMMA,
+   CLKIT_NV_TMA = 0) set them; a path whose program fails to build, or whose known-answer test
+   fails on this device, is off from then on for the family that found it, and only that one
+   (the call that found it runs on the next path down). Whether a call takes a path also
+   depends on its operands (dtypes, strides, alignment). An unknown family:
+   CLKIT_ERR_INVALID_VALUE. */
 clkit_status clkit_fast_paths(clkit_context *ctx, const char *op, unsigned *paths);
 
 /* Kernel time of everything enqueued between begin and end, from the first kernel's start
