@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Compiles every kernel build the host made during a test run (recorded through
-# CLKIT_BUILD_LOG as "file<TAB>options") for AMD targets with clang-19, adding the macros the
-# host sets on those devices. Also compiles each source once per dtype with no other macros
-# where its defaults allow. Prints one line per failure and a summary line
-# "amd-compile: N passed, M failed"; exits nonzero on any failure.
+# CLKIT_BUILD_LOG as "file<TAB>options", file a path under cl/) for AMD targets with
+# clang-19, adding the macros the host sets on those devices. Builds of another vendor's
+# files (cl/nv/: inline PTX, built only for NVIDIA devices, checked by compile_nvptx.sh) are
+# not AMD's and are left out, should the log come from such a device. Prints one line per
+# failure and a summary line "amd-compile: N passed, M failed"; exits nonzero on any failure.
 # Usage: tests/compile_amd.sh BUILD_LOG [CLANG=clang-19]
 set -u
 log=${1:?usage: compile_amd.sh BUILD_LOG [clang]}
@@ -23,6 +24,7 @@ gpu_plans=$'layernorm.cl\t-D DTYPE_F32 -D TEAM=512 -D ROWS=1 -D ITEMS=8 -D VEC=4
 layernorm.cl\t-D DTYPE_BF16 -D TEAM=512 -D ROWS=1 -D ITEMS=8 -D VEC=8 -D LOOP=0 -D BACKWARD=0 -D WB_LOCAL'
 pass=0 fail=0
 while IFS=$'\t' read -r file opts; do
+  case $file in nv/*) continue ;; esac
   for t in "${targets[@]}"; do
     read -r gfx wave extra <<<"$t"
     # shellcheck disable=SC2086 # options are a list of flags

@@ -7,8 +7,8 @@
 # tf32_shapes table with f32 operands, TF32 and 3xTF32) in every operand layout, linear +
 # cross-entropy's fused tiles (host/ops/cross_entropy.c) with their epilogues, and those of host/ops/attention.c
 # (mma_fwd, mma_dkdv, mma_dq in both 16-bit dtypes; their _f32 tables in f32) for each head dim
-# they serve whose tiles fit the architecture's local memory. Prints "nvptx-compile: N passed,
-# M failed"; exits nonzero on any failure.
+# they serve whose tiles fit the architecture's local memory; and softmax's and layer norm's
+# warp-shuffle builds. Prints "nvptx-compile: N passed, M failed"; exits nonzero on any failure.
 # Usage: tests/compile_nvptx.sh [CLANG=clang-19]
 set -u
 clang=${1:-clang-19}
@@ -59,7 +59,7 @@ build() {
      { [ "$sm" != 90a ] || sed -i -e 's#//@90a ##' -e 's/^\.target sm_90\([^0-9a-z]\|$\)/.target sm_90a\1/' "$tmp/k.ptx"; } &&
      { out=$("$ptxas" -arch="sm_$sm" -v "$tmp/k.ptx" -o "$tmp/k.cubin" 2>&1) || only_static_local "$sm"; }; then
     pass=$((pass + 1))
-    built="$(echo "$out" | grep -A3 "entry function '[a-z_]*mma'" |
+    built="$(echo "$out" | grep -A3 "entry function '\([a-z_]*mma\|softmax_[a-z]*\|layernorm_[a-z_]*\)'" |
       grep -o "function '[a-z_]*'\|[0-9]* bytes spill stores\|Used [0-9]* registers\|wgmma[a-z._]* instructions are serialized" |
       sed "s/function '\(.*\)'/\1:/" | paste -sd ' ')"
     echo "sm_$sm $name: $built"
@@ -183,6 +183,23 @@ attention() {
     done
   done
 }
+# The warp-shuffle reductions of softmax and layer norm (cl/nv/shuffle.h, which the host
+# enables on NVIDIA unless SOFTMAX_PORTABLE / LN_PORTABLE): a team within one warp and one of
+# many warps, the row kernels and the long-row ones, in each dtype (16-byte vectors), for sm_80
+# and sm_90.
+for dt in F32 F16 BF16; do
+  vec=$([ "$dt" = F32 ] && echo 4 || echo 8)
+  for plan in "softmax.cl -D TEAM=32 -D ROWS=4 -D ITEMS=8 -D ONLINE=0" \
+              "softmax.cl -D TEAM=1024 -D ROWS=1 -D ITEMS=16 -D ONLINE=1" \
+              "layernorm.cl -D TEAM=1024 -D ROWS=1 -D ITEMS=8 -D LOOP=0 -D BACKWARD=0" \
+              "layernorm.cl -D TEAM=256 -D ROWS=1 -D ITEMS=8 -D LOOP=1 -D BACKWARD=1"; do
+    read -r file flags <<<"$plan"
+    for sm in 80 90; do
+      # shellcheck disable=SC2086 # flags is a list of flags
+      build "${file%.cl} $dt ${flags//-D /}" "$sm" "$file" -D "DTYPE_$dt" -D VEC="$vec" $flags
+    done
+  done
+done
 f32_spill=$(sed -n 's/^#define MMA_F32_SPILL \([0-9]*\).*/\1/p' "$root/host/ops/attention.c")
 [ -n "$f32_spill" ] || { echo "no MMA_F32_SPILL in host/ops/attention.c"; fail=$((fail + 1)); f32_spill=0; }
 attention fwd F16 BF16
