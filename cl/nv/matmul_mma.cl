@@ -659,7 +659,9 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void matmul_mma(OPE
     int tid = get_local_id(0), lane = tid % 32, warp = tid / 32;
     int wm = (warp / WARPS_N) * WARP_M, wn = (warp % WARPS_N) * WARP_N;
     int slices = (K + BLOCK_K - 1) / BLOCK_K;
-    C += c_off + batch * c_sb;
+#if defined(WGMMA)
+    C += c_off + batch * c_sb; /* the mma.sync path adds it after its k loop */
+#endif
     float acc[FRAG_M][FRAG_N][4];
 
 #if defined(TMA)
@@ -706,6 +708,9 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void matmul_mma(OPE
     mainloop_wgmma(as, bs, a, b, a_sm, a_sk, b_sk, b_sn, slices, m_left, n_left, K, tid, warp / 4, &acc[0][0][0]);
 #else
     mainloop_mma_sync(as, bs, a, b, a_sm, a_sk, b_sk, b_sn, slices, m_left, n_left, K, tid, wm, wn, lane, acc);
+    /* Only now: a pointer live across the mma.sync loop, whose tiles sit at the register limit,
+       makes ptxas spill. */
+    C += c_off + batch * c_sb;
 #endif
     mma_epilogue(acc, tile, wm, wn, lane, tid, as, bs, 0, 0, C, c_sm, c_sn, M, N, alpha, beta, act, slope EPI_ARGS);
 #endif
