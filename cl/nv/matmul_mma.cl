@@ -457,7 +457,8 @@ INLINE void mainloop_mma_sync(__local uchar *as, __local uchar *bs, __global con
 /* The k loop fed by the TMA (-D TMA, set by the host for wgmma tiles where the TMA can read
    both operands): one thread issues each slice as a few boxes in the layout copy_slice
    writes, and every warp waits on the slot's mbarrier instead of on its own copies; the
-   refill rule is mainloop_wgmma's. `maps`: the context's 256 bytes for the call's two tensor maps. */
+   refill rule is mainloop_wgmma's. `maps`: the context's 256 bytes for the call's two tensor
+   maps. */
 #define TMA_PARAMS , __global ulong16 *maps
 
 /* One operand's slice: a K-major tile is one box of its rows, an M- or N-major one a box per
