@@ -11,8 +11,8 @@
    of the next slices are in flight, so the load latency hides behind the tensor cores, and
    one barrier per slice both publishes a slice and frees the buffer the next copy refills.
    One of three main loops walks the ring, chosen by the host's macros:
-   - mainloop_mma_sync (sm_80+): cp.async copies, ldmatrix fragments, mma.sync; the next
-     step's fragments are loaded while the current step multiplies.
+   - mma.sync (sm_80+), written in the kernel: cp.async copies, ldmatrix fragments, mma.sync;
+     the next step's fragments are loaded while the current step multiplies.
    - mainloop_wgmma (WGMMA, sm_90): each warpgroup of four warps issues wgmma, which reads its
      operands from the ring itself, so fragments never pass through registers.
    - mainloop_tma (WGMMA and TMA, sm_90): one thread has the TMA copy each slice as a few
@@ -401,63 +401,14 @@ INLINE void mainloop_wgmma(__local uchar *as, __local uchar *bs, __global const 
     #pragma unroll
     for (int i = 0; i < BLOCK_N / 2; i++) nv_pin(acc + i);
 }
-#else
-/* The k loop on mma.sync. Every iteration commits one group, empty past the last slice, so
-   that waiting for "at most STAGES - 2 in flight" always means the next slice has landed. */
-INLINE void mainloop_mma_sync(__local uchar *as, __local uchar *bs, __global const ELEM_T *a,
-                              __global const ELEM_T *b, long a_sm, long a_sk, long b_sk, long b_sn,
-                              int slices, int m_left, int n_left, int K, int tid, int wm, int wn,
-                              int lane, float acc[FRAG_M][FRAG_N][4])
-{
-    #pragma unroll
-    for (int s = 0; s < STAGES - 1; s++) {
-        if (s < slices) copy_slice(as, bs, a, b, a_sm, a_sk, b_sk, b_sn, s, m_left, n_left, K, tid);
-        nv_cp_async_commit();
-    }
-    NV_CP_ASYNC_WAIT(STAGES - 2);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    /* Fragments are double-buffered in registers: each MMA_K-deep step loads the next step's
-       fragments (the first of the next slice, after its barrier, on the last step) before
-       its own mma, so ldmatrix latency and the barrier hide behind tensor-core work. */
-    uint af[FRAG_M][4], bf[FRAG_N][2];
-    load_a_frags(as, wm, 0, lane, af);
-    load_b_frags(bs, wn, 0, lane, bf);
-    for (int kt = 0; kt < slices; kt++) {
-        /* The slot refilled here held slice kt - 1, which every warp finished reading
-           before the last barrier. */
-        if (kt + STAGES - 1 < slices)
-            copy_slice(as, bs, a, b, a_sm, a_sk, b_sk, b_sn, kt + STAGES - 1, m_left, n_left, K, tid);
-        nv_cp_async_commit();
-        int cur = kt % STAGES;
-        #pragma unroll
-        for (int step = 0; step < BLOCK_K / MMA_K; step++) {
-            uint an[FRAG_M][4], bn[FRAG_N][2];
-            if (step == BLOCK_K / MMA_K - 1) {
-                NV_CP_ASYNC_WAIT(STAGES - 2);
-                barrier(CLK_LOCAL_MEM_FENCE);
-                int nxt = (kt + 1) % STAGES;
-                load_a_frags(as + nxt * A_STAGE_BYTES, wm, 0, lane, an);
-                load_b_frags(bs + nxt * B_STAGE_BYTES, wn, 0, lane, bn);
-            } else {
-                load_a_frags(as + cur * A_STAGE_BYTES, wm, (step + 1) * MMA_K, lane, an);
-                load_b_frags(bs + cur * B_STAGE_BYTES, wn, (step + 1) * MMA_K, lane, bn);
-            }
-            mma_step(af, bf, acc);
-            #pragma unroll
-            for (int i = 0; i < FRAG_M; i++)
-                af[i][0] = an[i][0], af[i][1] = an[i][1], af[i][2] = an[i][2], af[i][3] = an[i][3];
-            #pragma unroll
-            for (int j = 0; j < FRAG_N; j++) bf[j][0] = bn[j][0], bf[j][1] = bn[j][1];
-        }
-    }
-}
 #endif
 
 #if defined(TMA)
 /* The k loop fed by the TMA (-D TMA, set by the host for wgmma tiles where the TMA can read
    both operands): one thread issues each slice as a few boxes in the layout copy_slice
    writes, and every warp waits on the slot's mbarrier instead of on its own copies; the
-   refill rule is mainloop_wgmma's. `maps`: the context's 256 bytes for the call's two tensor maps. */
+   refill rule is mainloop_wgmma's. `maps`: the context's 256 bytes for the call's two tensor
+   maps. */
 #define TMA_PARAMS , __global ulong16 *maps
 
 /* One operand's slice: a K-major tile is one box of its rows, an M- or N-major one a box per
@@ -705,7 +656,52 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void matmul_mma(OPE
 #if defined(WGMMA)
     mainloop_wgmma(as, bs, a, b, a_sm, a_sk, b_sk, b_sn, slices, m_left, n_left, K, tid, warp / 4, &acc[0][0][0]);
 #else
-    mainloop_mma_sync(as, bs, a, b, a_sm, a_sk, b_sk, b_sn, slices, m_left, n_left, K, tid, wm, wn, lane, acc);
+    /* The k loop on mma.sync, written here rather than as a function of its own: inlined from
+       one, its blocks come out in another order, ptxas allocates registers differently, and
+       tiles at the register limit spill more (tests/compile_nvptx.sh shows each tile's).
+       Every iteration commits one group, empty past the last slice, so that waiting for "at
+       most STAGES - 2 in flight" always means the next slice has landed. */
+    #pragma unroll
+    for (int s = 0; s < STAGES - 1; s++) {
+        if (s < slices) copy_slice(as, bs, a, b, a_sm, a_sk, b_sk, b_sn, s, m_left, n_left, K, tid);
+        nv_cp_async_commit();
+    }
+    NV_CP_ASYNC_WAIT(STAGES - 2);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    /* Fragments are double-buffered in registers: each MMA_K-deep step loads the next step's
+       fragments (the first of the next slice, after its barrier, on the last step) before
+       its own mma, so ldmatrix latency and the barrier hide behind tensor-core work. */
+    uint af[FRAG_M][4], bf[FRAG_N][2];
+    load_a_frags(as, wm, 0, lane, af);
+    load_b_frags(bs, wn, 0, lane, bf);
+    for (int kt = 0; kt < slices; kt++) {
+        /* The slot refilled here held slice kt - 1, which every warp finished reading
+           before the last barrier. */
+        if (kt + STAGES - 1 < slices)
+            copy_slice(as, bs, a, b, a_sm, a_sk, b_sk, b_sn, kt + STAGES - 1, m_left, n_left, K, tid);
+        nv_cp_async_commit();
+        int cur = kt % STAGES;
+        #pragma unroll
+        for (int step = 0; step < BLOCK_K / MMA_K; step++) {
+            uint an[FRAG_M][4], bn[FRAG_N][2];
+            if (step == BLOCK_K / MMA_K - 1) {
+                NV_CP_ASYNC_WAIT(STAGES - 2);
+                barrier(CLK_LOCAL_MEM_FENCE);
+                int nxt = (kt + 1) % STAGES;
+                load_a_frags(as + nxt * A_STAGE_BYTES, wm, 0, lane, an);
+                load_b_frags(bs + nxt * B_STAGE_BYTES, wn, 0, lane, bn);
+            } else {
+                load_a_frags(as + cur * A_STAGE_BYTES, wm, (step + 1) * MMA_K, lane, an);
+                load_b_frags(bs + cur * B_STAGE_BYTES, wn, (step + 1) * MMA_K, lane, bn);
+            }
+            mma_step(af, bf, acc);
+            #pragma unroll
+            for (int i = 0; i < FRAG_M; i++)
+                af[i][0] = an[i][0], af[i][1] = an[i][1], af[i][2] = an[i][2], af[i][3] = an[i][3];
+            #pragma unroll
+            for (int j = 0; j < FRAG_N; j++) bf[j][0] = bn[j][0], bf[j][1] = bn[j][1];
+        }
+    }
 #endif
     mma_epilogue(acc, tile, wm, wn, lane, tid, as, bs, 0, 0, C, c_sm, c_sn, M, N, alpha, beta, act, slope EPI_ARGS);
 #endif
