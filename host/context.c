@@ -325,9 +325,29 @@ clkit_status clkit_device_props(const clkit_context *ctx, struct clkit_device_pr
 
 /* ---- lifetime ---- */
 
+/* CLKIT_AMD_EMULATE=gfxNNN on a CPU device (PoCL): the context plans as on that AMD target
+   (paths.c), and its matrix-core kernels run with cl/amd/matrix.h's software instructions, so
+   that they are tested where no AMD GPU is. The other kernels are the CPU's as ever. */
+static void amd_emulation(clkit_context *ctx)
+{
+    const char *gfx = getenv("CLKIT_AMD_EMULATE");
+    struct clkit_device_props *p = &ctx->props;
+    if (!gfx || !*gfx) return;
+    size_t n = strlen(gfx);
+    if (!p->is_cpu || strncmp(gfx, "gfx", 3) != 0 || n < 5 || n >= sizeof p->amd_gfx ||
+        strspn(gfx + 3, "0123456789abcdef") != n - 3) {
+        clkit_log(CLKIT_LOG_WARN, "CLKIT_AMD_EMULATE=%s ignored: it takes an AMD target (gfx942, "
+                  "gfx90a, gfx1100) and a CPU device (PoCL)", gfx);
+        return;
+    }
+    memcpy(p->amd_gfx, gfx, n + 1);
+    ctx->amd_emulated = true;
+}
+
 static clkit_status finish_setup(clkit_context *ctx, const char *cache_dir)
 {
     query_props(ctx->platform, ctx->device, &ctx->props);
+    amd_emulation(ctx);
     clkit_paths_init(ctx);
     set_build_base(ctx);
     if (!cache_dir) cache_dir = getenv("CLKIT_CACHE_DIR");

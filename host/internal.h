@@ -34,7 +34,8 @@ typedef struct clkit_tuned_memo {
    whose failures they keep apart. */
 typedef enum clkit_path {
     CLKIT_PATH_NONE = -1, /* the portable kernels */
-    CLKIT_PATH_NV_SHUFFLE, CLKIT_PATH_NV_MMA, CLKIT_PATH_NV_WGMMA, CLKIT_PATH_NV_TMA, CLKIT_PATH_COUNT
+    CLKIT_PATH_NV_SHUFFLE, CLKIT_PATH_NV_MMA, CLKIT_PATH_NV_WGMMA, CLKIT_PATH_NV_TMA,
+    CLKIT_PATH_AMD_MFMA, CLKIT_PATH_AMD_WMMA, CLKIT_PATH_COUNT
 } clkit_path;
 typedef enum clkit_family {
     CLKIT_FAMILY_MATMUL, CLKIT_FAMILY_ATTENTION, CLKIT_FAMILY_CROSS_ENTROPY, CLKIT_FAMILY_SOFTMAX,
@@ -61,6 +62,8 @@ struct clkit_context {
     bool path_on[CLKIT_PATH_COUNT];  /* the device runs it and no switch turns it off */
     bool path_failed[CLKIT_PATH_COUNT][CLKIT_FAMILY_COUNT]; /* its program failed to build */
     unsigned char path_proof[CLKIT_PATH_COUNT][CLKIT_FAMILY_COUNT]; /* paths.c's proof states */
+    bool amd_emulated;        /* CLKIT_AMD_EMULATE: a CPU device runs AMD matrix-core kernels
+                                 with software instructions (context.c) */
     cl_mem tma_slot;          /* where wgmma kernels publish their TMA tensor maps (matmul.c) */
     clkit_tuned_memo tuned;   /* tune_cache.c's parsed tuned.json, reused while unchanged */
     char error[8192];
@@ -91,6 +94,8 @@ void clkit_path_failed(clkit_context *ctx, clkit_path path, clkit_family family)
    family with a warning, as a failed build does, and is never acquitted. True while the test
    runs, so that its own calls take the path. */
 bool clkit_path_proven(clkit_context *ctx, clkit_path path, clkit_family family);
+/* The wave width AMD matrix-core kernels run at: the device's, or the emulated target's. */
+unsigned clkit_amd_wave(const clkit_context *ctx);
 /* The name under which the verdict of path's known-answer test for family is kept. */
 void clkit_path_test_name(clkit_path path, clkit_family family, char *buf, size_t n);
 /* Runs family's known-answer problem on the paths it may take now (a matmul on a tile of

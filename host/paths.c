@@ -26,16 +26,19 @@ static const struct {
     [CLKIT_PATH_NV_MMA] = {"tensor cores (mma.sync)", "the portable kernels", "CLKIT_TENSOR_CORES", -1},
     [CLKIT_PATH_NV_WGMMA] = {"wgmma", "mma.sync", "CLKIT_WGMMA", CLKIT_PATH_NV_MMA},
     [CLKIT_PATH_NV_TMA] = {"TMA loads", "cp.async", "CLKIT_NV_TMA", CLKIT_PATH_NV_WGMMA},
+    [CLKIT_PATH_AMD_MFMA] = {"MFMA matrix cores", "the portable kernels", "CLKIT_AMD_MATRIX", -1},
+    [CLKIT_PATH_AMD_WMMA] = {"WMMA matrix cores", "the portable kernels", "CLKIT_AMD_MATRIX", -1},
 };
 
 #define TENSOR_CORES ((1u << CLKIT_PATH_NV_MMA) | (1u << CLKIT_PATH_NV_WGMMA) | (1u << CLKIT_PATH_NV_TMA))
+#define MATRIX_CORES ((1u << CLKIT_PATH_AMD_MFMA) | (1u << CLKIT_PATH_AMD_WMMA))
 
 /* Each family's name and the paths its kernels have (bits of clkit_path). */
 static const struct {
     const char *name;
     unsigned uses;
 } families[CLKIT_FAMILY_COUNT] = {
-    [CLKIT_FAMILY_MATMUL] = {"matmul", TENSOR_CORES},
+    [CLKIT_FAMILY_MATMUL] = {"matmul", TENSOR_CORES | MATRIX_CORES},
     [CLKIT_FAMILY_ATTENTION] = {"attention", 1u << CLKIT_PATH_NV_MMA},
     [CLKIT_FAMILY_CROSS_ENTROPY] = {"cross_entropy", TENSOR_CORES},
     [CLKIT_FAMILY_SOFTMAX] = {"softmax", 1u << CLKIT_PATH_NV_SHUFFLE},
@@ -48,25 +51,45 @@ static bool switched_off(const char *env)
     return v && strcmp(v, "0") == 0;
 }
 
-/* What the device can run: PTX on any NVIDIA device, mma.sync from sm_80, wgmma and the TMA
-   on sm_90 exactly (sm_90a PTX runs nowhere else). */
-static bool capable(const struct clkit_device_props *p, clkit_path path)
+/* AMD targets with the matrix instructions cl/amd/matrix.h uses: CDNA2/3's MFMA (gfx90a,
+   gfx94x: v_mfma_f32_32x32x8 for f16 and bf16, 32x32x2 for f32) and RDNA3's WMMA (gfx11).
+   gfx908 lacks bf16_1k, gfx10 and gfx12 (another WMMA layout) keep the portable kernels. */
+static bool amd_mfma(const char *gfx)
 {
+    return strcmp(gfx, "gfx90a") == 0 || strncmp(gfx, "gfx94", 5) == 0;
+}
+
+static bool amd_wmma(const char *gfx) { return strncmp(gfx, "gfx11", 5) == 0 && strlen(gfx) == 7; }
+
+unsigned clkit_amd_wave(const clkit_context *ctx)
+{
+    const struct clkit_device_props *p = &ctx->props;
+    if (!ctx->amd_emulated) return p->warp;
+    return amd_wmma(p->amd_gfx) ? 32 : 64;
+}
+
+/* What the device can run: PTX on any NVIDIA device, mma.sync from sm_80, wgmma and the TMA
+   on sm_90 exactly (sm_90a PTX runs nowhere else); MFMA at wave64, WMMA at wave32 or 64. */
+static bool capable(const clkit_context *ctx, clkit_path path)
+{
+    const struct clkit_device_props *p = &ctx->props;
+    unsigned wave = clkit_amd_wave(ctx);
     switch (path) {
     case CLKIT_PATH_NV_SHUFFLE: return p->nv_cc_major > 0;
     case CLKIT_PATH_NV_MMA: return p->nv_cc_major >= 8;
     case CLKIT_PATH_NV_WGMMA:
     case CLKIT_PATH_NV_TMA: return p->nv_cc_major == 9 && p->nv_cc_minor == 0;
+    case CLKIT_PATH_AMD_MFMA: return amd_mfma(p->amd_gfx) && wave == 64;
+    case CLKIT_PATH_AMD_WMMA: return amd_wmma(p->amd_gfx) && (wave == 32 || wave == 64);
     default: return false;
     }
 }
 
 void clkit_paths_init(clkit_context *ctx)
 {
-    struct clkit_device_props *p = &ctx->props;
     for (int i = 0; i < CLKIT_PATH_COUNT; i++) {
         int up = paths[i].needs; /* each path is listed after the one it needs */
-        ctx->path_on[i] = capable(p, (clkit_path)i) && !switched_off(paths[i].env) && (up < 0 || ctx->path_on[up]);
+        ctx->path_on[i] = capable(ctx, (clkit_path)i) && !switched_off(paths[i].env) && (up < 0 || ctx->path_on[up]);
     }
     memset(ctx->path_failed, 0, sizeof ctx->path_failed);
     memset(ctx->path_proof, 0, sizeof ctx->path_proof);

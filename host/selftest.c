@@ -129,6 +129,8 @@ static bool matmul_answers(kat *t, clkit_path path)
         o.config = "KERNEL=4,BLOCK_M=64,BLOCK_N=64,BLOCK_K=32,WARPS_M=2,WARPS_N=2,STAGES=3,GROUP_M=2";
     else if (path == CLKIT_PATH_NV_WGMMA || path == CLKIT_PATH_NV_TMA)
         o.config = "KERNEL=4,WGMMA=1,BLOCK_M=64,BLOCK_N=64,BLOCK_K=64,WARPS_M=4,WARPS_N=1,STAGES=3,GROUP_M=2";
+    else if (path == CLKIT_PATH_AMD_MFMA || path == CLKIT_PATH_AMD_WMMA)
+        o.config = "KERNEL=5,BLOCK_M=64,BLOCK_N=64,BLOCK_K=32,WAVES_M=2,WAVES_N=2,GROUP_M=2";
     if (!t->s) t->s = clkit_matmul(t->ctx, &ta, &tb, &tc, &o);
     return matches(t, "matmul C", download(t, &tc), want, M * N, 1e-4);
 }

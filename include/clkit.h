@@ -143,14 +143,16 @@ typedef enum clkit_fast_path {
     CLKIT_FAST_PATH_NV_SHUFFLE = 1 << 0, /* PTX warp shuffles in softmax and layer norm */
     CLKIT_FAST_PATH_NV_MMA = 1 << 1,     /* tensor cores through mma.sync (sm_80+) */
     CLKIT_FAST_PATH_NV_WGMMA = 1 << 2,   /* Hopper's wgmma (sm_90) */
-    CLKIT_FAST_PATH_NV_TMA = 1 << 3      /* wgmma tiles loaded by Hopper's TMA */
+    CLKIT_FAST_PATH_NV_TMA = 1 << 3,     /* wgmma tiles loaded by Hopper's TMA */
+    CLKIT_FAST_PATH_AMD_MFMA = 1 << 4,   /* AMD CDNA matrix cores (gfx90a, gfx94x) */
+    CLKIT_FAST_PATH_AMD_WMMA = 1 << 5    /* AMD RDNA3 matrix cores (gfx11) */
 } clkit_fast_path;
 
 /* The fast paths the op family `op` ("matmul", "attention", "cross_entropy", "softmax",
    "layernorm") may take on this context now, as clkit_fast_path bits, of those its kernels
-   have: matmul and cross_entropy NV_MMA, NV_WGMMA and NV_TMA; attention NV_MMA; softmax and
-   layernorm NV_SHUFFLE. The device and the switches (CLKIT_TENSOR_CORES, CLKIT_WGMMA,
-   CLKIT_NV_TMA = 0) set them; a path whose program fails to build, or whose known-answer test
+   have: matmul NV_MMA, NV_WGMMA, NV_TMA, AMD_MFMA and AMD_WMMA; cross_entropy the NV ones;
+   attention NV_MMA; softmax and layernorm NV_SHUFFLE. The device and the switches
+   (CLKIT_TENSOR_CORES, CLKIT_WGMMA, CLKIT_NV_TMA, CLKIT_AMD_MATRIX = 0) set them; a path whose program fails to build, or whose known-answer test
    fails on this device, is off from then on for the family that found it, and only that one
    (the call that found it runs on the next path down). Whether a call takes a path also
    depends on its operands (dtypes, strides, alignment). An unknown family:
@@ -226,7 +228,8 @@ typedef struct clkit_matmul_options {
     clkit_provider provider;
     /* Overrides the cache and the heuristic, e.g. "KERNEL=2,BLOCK_M=64,BLOCK_N=64,BLOCK_K=8,
        THREAD_M=4,THREAD_N=4,GROUP_M=8" (KERNEL 0 naive, 1 tiled, 2 register-blocked,
-       3 skinny, 4 tensor cores: BLOCK_M, BLOCK_N, BLOCK_K, WARPS_M, WARPS_N, STAGES, GROUP_M). */
+       3 skinny, 4 NVIDIA tensor cores: BLOCK_M, BLOCK_N, BLOCK_K, WARPS_M, WARPS_N, STAGES, GROUP_M;
+       5 AMD matrix cores: BLOCK_M, BLOCK_N, BLOCK_K, WAVES_M, WAVES_N, GROUP_M). */
     const char *config;
     /* f32 operands on NVIDIA tensor cores. By default they run there as 3xTF32 (each operand
        split into its TF32 part and the remainder, three TF32 products a step, each step's sum

@@ -9,7 +9,7 @@
 
 #include <clblast_c.h>
 
-enum { KERNEL_NAIVE, KERNEL_TILED, KERNEL_BLOCKED, KERNEL_SKINNY, KERNEL_MMA };
+enum { KERNEL_NAIVE, KERNEL_TILED, KERNEL_BLOCKED, KERNEL_SKINNY, KERNEL_MMA, KERNEL_MATRIX };
 
 typedef struct problem {
     const clkit_tensor *a, *b, *c;
@@ -23,6 +23,9 @@ typedef struct problem {
     int tf32; /* f32 operands the caller lets the tensor cores round to TF32 */
     int exact; /* f32 operands the caller keeps off the tensor cores */
     int tma; /* a wgmma tile loads both operands by the TMA */
+    clkit_path amd; /* the AMD matrix cores these operands may take (MFMA, WMMA); NONE: none */
+    int wave;       /* ... at this wave width */
+    int emulated;   /* ... through software instructions (CLKIT_AMD_EMULATE) */
     clkit_family fam; /* whose fast paths these are: matmul's, or the fused epilogues' op */
 } problem;
 
@@ -112,11 +115,26 @@ static int wgmma_allowed(const clkit_context *ctx, const problem *p)
     return p->mma && clkit_path_allowed(ctx, CLKIT_PATH_NV_WGMMA, p->fam) && p->a->dtype != CLKIT_F32;
 }
 
+/* The AMD matrix cores for these operands: MFMA takes f16, bf16 and f32 (exact f32 products,
+   but summed inside the instruction: exact_f32 keeps its promise of one FMA a product on the
+   portable kernels), WMMA the 16-bit dtypes. Their loads take any strides. */
+static clkit_path amd_operands(const clkit_context *ctx, const problem *p)
+{
+    if (p->exact) return CLKIT_PATH_NONE;
+    if (clkit_path_allowed(ctx, CLKIT_PATH_AMD_MFMA, p->fam)) return CLKIT_PATH_AMD_MFMA;
+    if (clkit_path_allowed(ctx, CLKIT_PATH_AMD_WMMA, p->fam) && p->a->dtype != CLKIT_F32)
+        return CLKIT_PATH_AMD_WMMA;
+    return CLKIT_PATH_NONE;
+}
+
 /* The fast paths these operands may take now (again after a path failed to build). */
 static void choose_paths(const clkit_context *ctx, problem *p)
 {
     p->mma = mma_operands(ctx, p);
     p->wgmma = wgmma_allowed(ctx, p);
+    p->amd = amd_operands(ctx, p);
+    p->wave = (int)clkit_amd_wave(ctx);
+    p->emulated = ctx->amd_emulated;
 }
 
 static clkit_status validate(clkit_context *ctx, const clkit_tensor *a, const clkit_tensor *b,
@@ -243,6 +261,48 @@ static int mma_legal(const struct clkit_device_props *p, const problem *pr, cons
            (bn * bk / chunk) % wg == 0 && local <= p->local_mem_static;
 }
 
+/* The AMD matrix instruction's tile (32 x 32 MFMA, 16 x 16 WMMA) and its k: 8 for 16-bit
+   MFMA, 2 for f32 MFMA, 16 for WMMA. */
+static int matrix_insn(const problem *pr) { return pr->amd == CLKIT_PATH_AMD_MFMA ? 32 : 16; }
+
+static int matrix_k(const problem *pr)
+{
+    if (pr->amd == CLKIT_PATH_AMD_WMMA) return 16;
+    return pr->a->dtype == CLKIT_F32 ? 2 : 8;
+}
+
+/* Local memory of cl/amd/matmul_matrix.cl: two stages of both operands in padded k-lines, and
+   under emulation each wave's operand registers. AMD gives a work-group 64 KiB. */
+static uint64_t matrix_local_bytes(const problem *pr, const clkit_config *c)
+{
+    int elem = (int)clkit_dtype_size(pr->a->dtype), pad = elem == 4 ? 1 : 4;
+    int waves = cfg(c, "WAVES_M") * cfg(c, "WAVES_N");
+    uint64_t stages = 2ull * (uint64_t)(cfg(c, "BLOCK_M") + cfg(c, "BLOCK_N")) * (uint64_t)(cfg(c, "BLOCK_K") + pad) * (uint64_t)elem;
+    uint64_t scratch = pr->emulated ? (uint64_t)waves * 2u * (uint64_t)(matrix_insn(pr) * matrix_k(pr)) * 4u : 0;
+    return stages + scratch;
+}
+
+/* The AMD matrix-core kernel's tile for these operands: each wave's piece a whole number of
+   instruction tiles, BLOCK_K a whole number of instruction k steps (at most 64), the loads
+   spread evenly over the work-group, at most 128 f32 accumulators a lane (MFMA keeps them in
+   the AGPRs) and, for WMMA, whose 16-element fragments take 8 VGPRs each, at most 128 VGPRs of
+   accumulators and fragments together (more spill: tests/compile_amd_matrix.sh), the two
+   stages within 64 KiB of local memory. */
+static int matrix_legal(const struct clkit_device_props *p, const problem *pr, const clkit_config *c)
+{
+    int bm = cfg(c, "BLOCK_M"), bn = cfg(c, "BLOCK_N"), bk = cfg(c, "BLOCK_K");
+    int wm = cfg(c, "WAVES_M"), wn = cfg(c, "WAVES_N"), insn = matrix_insn(pr);
+    if (pr->amd == CLKIT_PATH_NONE || !pow2(bm) || !pow2(bn) || !pow2(bk) || !pow2(wm) || !pow2(wn) ||
+        bk % matrix_k(pr) || bk > 64 || cfg(c, "GROUP_M") < 1 || bm % (wm * insn) || bn % (wn * insn))
+        return 0;
+    int wg = wm * wn * pr->wave, fm = bm / wm / insn, fn = bn / wn / insn;
+    int acc = fm * fn * insn * insn / pr->wave;
+    int regs = acc + (pr->amd == CLKIT_PATH_AMD_WMMA ? (fm + fn) * 8 : 0);
+    uint64_t lds = p->local_mem < 65536 ? p->local_mem : 65536;
+    return (size_t)wg <= p->max_work_group && wg <= 1024 && (bm * bk) % wg == 0 && (bn * bk) % wg == 0 &&
+           acc <= 128 && regs <= 128 && matrix_local_bytes(pr, c) <= lds;
+}
+
 /* Whether a config can run these operands on this device (before building: the built
    kernel's own limit is checked at launch). */
 static int config_legal(const struct clkit_device_props *p, const problem *pr, const clkit_config *c)
@@ -261,6 +321,7 @@ static int config_legal(const struct clkit_device_props *p, const problem *pr, c
                16ull * (uint64_t)(lanes * rows * cols) <= p->local_mem;
     }
     if (kernel == KERNEL_MMA) return mma_legal(p, pr, c);
+    if (kernel == KERNEL_MATRIX) return matrix_legal(p, pr, c);
     if (kernel != KERNEL_BLOCKED) return 0;
     int bm = cfg(c, "BLOCK_M"), bn = cfg(c, "BLOCK_N"), bk = cfg(c, "BLOCK_K");
     int tm = cfg(c, "THREAD_M"), tn = cfg(c, "THREAD_N"), g = cfg(c, "GROUP_M");
@@ -393,11 +454,44 @@ static clkit_config wgmma(const int *shape, int group)
     return c;
 }
 
-/* The i-th tensor-core configuration for these operands, the likeliest fastest first: wgmma's
-   where it may run, then mma.sync's (TF32 tiles for f32). Returns 0 past the last. Built one
-   at a time: the heuristic, which every untuned call runs, usually takes the first. */
+/* The AMD matrix-core tiles, (BLOCK_M, BLOCK_N, BLOCK_K, WAVES_M, WAVES_N), largest first;
+   BLOCK_K counts 16-bit operands and halves for f32 (the same bytes a line). Never measured
+   on AMD hardware (none here): the order is docs/amd-matrix-cores.md's estimate, and the tuner
+   times them all. tests/compile_amd_matrix.sh reads these tables. */
+static const int mfma_shapes[][5] = {
+    {128, 128, 32, 2, 2}, {256, 128, 32, 4, 2}, {128, 256, 32, 2, 4}, {128, 128, 64, 2, 2},
+    {128, 64, 32, 2, 2},  {64, 128, 32, 2, 2},  {64, 64, 64, 2, 2},   {64, 64, 32, 2, 2},
+    {32, 64, 32, 1, 2},   {32, 32, 32, 1, 1},
+};
+static const int wmma_shapes[][5] = {
+    {128, 128, 32, 4, 2}, {128, 128, 32, 2, 4}, {128, 64, 32, 4, 2}, {64, 128, 32, 2, 4},
+    {64, 64, 64, 2, 2},   {64, 64, 32, 2, 2},   {32, 64, 32, 1, 2},  {32, 32, 32, 1, 1},
+};
+
+static clkit_config matrix_tile(const problem *pr, const int *shape, int group)
+{
+    static const char *names[] = {"BLOCK_M", "BLOCK_N", "BLOCK_K", "WAVES_M", "WAVES_N"};
+    clkit_config c = {0};
+    clkit_config_set(&c, "KERNEL", KERNEL_MATRIX);
+    for (int i = 0; i < 5; i++)
+        clkit_config_set(&c, names[i], i == 2 && pr->a->dtype == CLKIT_F32 ? shape[i] / 2 : shape[i]);
+    clkit_config_set(&c, "GROUP_M", group);
+    return c;
+}
+
+/* The i-th tensor-core configuration for these operands, the likeliest fastest first: AMD's
+   matrix-core tiles where they may run; on NVIDIA wgmma's where it may run, then mma.sync's
+   (TF32 tiles for f32). Returns 0 past the last. Built one at a time: the heuristic, which
+   every untuned call runs, usually takes the first. */
 static int tensor_core_config(const problem *pr, size_t i, clkit_config *out)
 {
+    if (pr->amd != CLKIT_PATH_NONE) {
+        int mfma = pr->amd == CLKIT_PATH_AMD_MFMA;
+        size_t n = mfma ? sizeof mfma_shapes / sizeof *mfma_shapes : sizeof wmma_shapes / sizeof *wmma_shapes;
+        if (i >= n) return 0;
+        *out = matrix_tile(pr, mfma ? mfma_shapes[i] : wmma_shapes[i], 8);
+        return 1;
+    }
     size_t first = pr->wgmma ? NWGMMA : 0;
     if (i < first) {
         *out = wgmma(wgmma_shapes[i], 8);
@@ -532,16 +626,22 @@ static int candidates(const struct clkit_device_props *p, const problem *pr, clk
 
 /* ---- clkit's kernels ---- */
 
-/* Vector width for loading an operand along its unit-stride dimension: 4 when that stride is
-   1, the other strides and the offset keep every 4-element group aligned, and the tile
-   divides into 4-element loads. */
+/* Vector width for loading an operand along its unit-stride dimension: vec when that stride
+   is 1, the other strides and the offset keep every vec-element group aligned, and the tile
+   divides into vec-element loads; else 1. */
+static int operand_vec_of(int vec, int64_t unit_stride, int64_t other, int64_t batch, int64_t off,
+                          int loads_per_thread, int tile_dim)
+{
+    return unit_stride == 1 && other % vec == 0 && batch % vec == 0 && off % vec == 0 &&
+                   loads_per_thread % vec == 0 && tile_dim % vec == 0
+               ? vec
+               : 1;
+}
+
 static int operand_vec(int64_t unit_stride, int64_t other, int64_t batch, int64_t off,
                        int loads_per_thread, int tile_dim)
 {
-    return unit_stride == 1 && other % 4 == 0 && batch % 4 == 0 && off % 4 == 0 &&
-                   loads_per_thread % 4 == 0 && tile_dim % 4 == 0
-               ? 4
-               : 1;
+    return operand_vec_of(4, unit_stride, other, batch, off, loads_per_thread, tile_dim);
 }
 
 static const char *dtype_token(clkit_dtype t)
@@ -573,16 +673,24 @@ static void build_options(const problem *pr, const clkit_config *c, char *buf, s
                  pr->bs[1] != 1, mma_math(pr), pr->tma ? " -D TMA=1" : "");
         return;
     }
-    if (cfg(c, "KERNEL") != KERNEL_BLOCKED) return;
+    int kernel = cfg(c, "KERNEL");
+    if (kernel != KERNEL_BLOCKED && kernel != KERNEL_MATRIX) return;
     int bm = cfg(c, "BLOCK_M"), bn = cfg(c, "BLOCK_N"), bk = cfg(c, "BLOCK_K");
-    int wg = (bm / cfg(c, "THREAD_M")) * (bn / cfg(c, "THREAD_N"));
+    int matrix = kernel == KERNEL_MATRIX;
+    int wg = matrix ? cfg(c, "WAVES_M") * cfg(c, "WAVES_N") * pr->wave
+                    : (bm / cfg(c, "THREAD_M")) * (bn / cfg(c, "THREAD_N"));
+    int vec = matrix ? 16 / (int)clkit_dtype_size(pr->a->dtype) : 4; /* 16-byte loads */
     int a_kmajor = pr->as[1] != 1, b_nmajor = pr->bs[1] != 1;
-    int va = a_kmajor ? operand_vec(pr->as[2], pr->as[1], pr->as[0], pr->a_off, bm * bk / wg, bk)
-                      : operand_vec(1, pr->as[2], pr->as[0], pr->a_off, bm * bk / wg, bm);
-    int vb = b_nmajor ? operand_vec(pr->bs[2], pr->bs[1], pr->bs[0], pr->b_off, bn * bk / wg, bn)
-                      : operand_vec(1, pr->bs[2], pr->bs[0], pr->b_off, bn * bk / wg, bk);
-    snprintf(buf + used, n - (size_t)used, " -D A_KMAJOR=%d -D B_NMAJOR=%d -D VEC_A=%d -D VEC_B=%d",
-             a_kmajor, b_nmajor, va, vb);
+    int va = a_kmajor ? operand_vec_of(vec, pr->as[2], pr->as[1], pr->as[0], pr->a_off, bm * bk / wg, bk)
+                      : operand_vec_of(vec, 1, pr->as[2], pr->as[0], pr->a_off, bm * bk / wg, bm);
+    int vb = b_nmajor ? operand_vec_of(vec, pr->bs[2], pr->bs[1], pr->bs[0], pr->b_off, bn * bk / wg, bn)
+                      : operand_vec_of(vec, 1, pr->bs[2], pr->bs[0], pr->b_off, bn * bk / wg, bk);
+    used += snprintf(buf + used, n - (size_t)used, " -D A_KMAJOR=%d -D B_NMAJOR=%d -D VEC_A=%d -D VEC_B=%d",
+                     a_kmajor, b_nmajor, va, vb);
+    if (matrix)
+        snprintf(buf + used, n - (size_t)used, " -D WAVE=%d -D %s%s", pr->wave,
+                 pr->amd == CLKIT_PATH_AMD_MFMA ? "MATRIX_MFMA32" : "MATRIX_WMMA16",
+                 pr->emulated ? " -D AMD_EMULATE" : "");
 }
 
 bool clkit_matmul_tma(const clkit_context *ctx, clkit_family fam)
@@ -680,8 +788,10 @@ static void tile_geometry(const clkit_context *ctx, const mm_call *m, clkit_plan
     const problem *pr = &m->pr;
     const clkit_config *c = &m->c;
     int bm = cfg(c, "BLOCK_M"), bn = cfg(c, "BLOCK_N");
-    size_t wg = cfg(c, "KERNEL") == KERNEL_MMA ? (size_t)(cfg(c, "WARPS_M") * cfg(c, "WARPS_N") * 32)
-                                               : (size_t)(bm / cfg(c, "THREAD_M")) * (size_t)(bn / cfg(c, "THREAD_N"));
+    int kernel = cfg(c, "KERNEL");
+    size_t wg = kernel == KERNEL_MMA      ? (size_t)(cfg(c, "WARPS_M") * cfg(c, "WARPS_N") * 32)
+                : kernel == KERNEL_MATRIX ? (size_t)(cfg(c, "WAVES_M") * cfg(c, "WAVES_N") * pr->wave)
+                                          : (size_t)(bm / cfg(c, "THREAD_M")) * (size_t)(bn / cfg(c, "THREAD_N"));
     int64_t groups = ceil_div(pr->m, bm) * ceil_div(pr->n, bn);
     if (pr->tma && m->epilogue) groups = persistent_groups(&ctx->props, pr, c, groups);
     plan->dims = 2;
@@ -694,7 +804,7 @@ static void geometry(const clkit_context *ctx, const mm_call *m, clkit_plan *pla
     const problem *pr = &m->pr;
     const clkit_config *c = &m->c;
     int kernel = cfg(c, "KERNEL");
-    if (kernel == KERNEL_BLOCKED || kernel == KERNEL_MMA) {
+    if (kernel == KERNEL_BLOCKED || kernel == KERNEL_MMA || kernel == KERNEL_MATRIX) {
         tile_geometry(ctx, m, plan);
         return;
     }
@@ -721,12 +831,15 @@ static void geometry(const clkit_context *ctx, const mm_call *m, clkit_plan *pla
 static clkit_status plan_matmul(clkit_context *ctx, void *arg, size_t wg_limit, clkit_plan *plan)
 {
     static const char *names[] = {"matmul_naive", "matmul_tiled", "matmul_blocked", "matmul_skinny",
-                                  "matmul_mma"};
+                                  "matmul_mma", "matmul_matrix"};
+    static const char *files[] = {"matmul.cl", "matmul.cl", "matmul.cl", "matmul.cl", "nv/matmul_mma.cl",
+                                  "amd/matmul_matrix.cl"};
     (void)wg_limit;
     mm_call *m = arg;
     problem *pr = &m->pr;
     choose_paths(ctx, pr);
-    if (cfg(&m->c, "KERNEL") == KERNEL_MMA && !config_legal(&ctx->props, pr, &m->c)) {
+    int fast = cfg(&m->c, "KERNEL") == KERNEL_MMA || cfg(&m->c, "KERNEL") == KERNEL_MATRIX;
+    if (fast && !config_legal(&ctx->props, pr, &m->c)) {
         if (m->epilogue)
             return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "%s: the tensor-core program does not build",
                               m->epilogue->define);
@@ -734,14 +847,14 @@ static clkit_status plan_matmul(clkit_context *ctx, void *arg, size_t wg_limit, 
     }
     int kernel = cfg(&m->c, "KERNEL");
     tma_prepare(ctx, pr, &m->c);
-    plan->file = kernel == KERNEL_MMA ? "nv/matmul_mma.cl" : "matmul.cl";
+    plan->file = files[kernel];
     snprintf(plan->name, sizeof plan->name, "%s", names[kernel]);
     build_options(pr, &m->c, plan->options, sizeof plan->options);
     if (m->epilogue) {
         size_t used = strlen(plan->options);
         snprintf(plan->options + used, sizeof plan->options - used, " %s", m->epilogue->define);
     }
-    plan->path = kernel == KERNEL_MMA ? mma_path(pr, &m->c) : CLKIT_PATH_NONE;
+    plan->path = kernel == KERNEL_MMA ? mma_path(pr, &m->c) : kernel == KERNEL_MATRIX ? pr->amd : CLKIT_PATH_NONE;
     plan->family = pr->fam;
     geometry(ctx, m, plan);
     return CLKIT_OK;
@@ -956,7 +1069,8 @@ static clkit_status tune(clkit_context *ctx, const problem *pr, const clkit_tune
     s = clkit_autotune(ctx, &key, cands, n, run_candidate, &run, topt, best);
     /* Refine the winner's program order: GROUP_M only matters for blocked kernels. */
     int kernel = cfg(best, "KERNEL");
-    if (!s && (kernel == KERNEL_BLOCKED || kernel == KERNEL_MMA) && !clkit_config_get(best, "provider", 0)) {
+    if (!s && (kernel == KERNEL_BLOCKED || kernel == KERNEL_MMA || kernel == KERNEL_MATRIX) &&
+        !clkit_config_get(best, "provider", 0)) {
         clkit_config groups[3] = {*best, *best, *best};
         clkit_config_set(&groups[1], "GROUP_M", 1);
         clkit_config_set(&groups[2], "GROUP_M", 4);
