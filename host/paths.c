@@ -9,6 +9,7 @@
    next path down the chain:
 
      wgmma -> mma.sync -> portable kernels     TMA loads -> cp.async     PTX shuffles -> portable
+     AMD MFMA or WMMA -> portable kernels
 
    The public clkit_device_props describe the device only; clkit_fast_paths reports what an
    op family may take now. */

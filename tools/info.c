@@ -164,12 +164,17 @@ static void print_heuristics(const struct clkit_device_props *dev)
 
 /* Where each kind of call runs, given the fast paths its family may take (bits of
    clkit_fast_paths). */
-static void print_routes(unsigned mm, unsigned attn, unsigned ce, int nv_cc_major)
+static void print_routes(unsigned mm, unsigned attn, unsigned ce, const struct clkit_device_props *dev)
 {
-    const char *off = nv_cc_major >= 8 ? "portable kernels (CLKIT_TENSOR_CORES=0)"
-                                       : "portable kernels (tensor cores need NVIDIA sm_80 or later)";
+    const char *off = dev->nv_cc_major >= 8 ? "portable kernels (CLKIT_TENSOR_CORES=0)"
+                      : dev->amd_gfx[0]     ? "portable kernels (no AMD matrix-core path for this target and op)"
+                                            : "portable kernels (tensor cores need NVIDIA sm_80 or later)";
     printf("  matmul with f16/bf16 operands: %s\n",
-           mm & CLKIT_FAST_PATH_NV_TMA
+           mm & CLKIT_FAST_PATH_AMD_MFMA
+               ? "AMD matrix cores (MFMA 32x32x8, any strides; CLKIT_AMD_MATRIX=0: portable kernels)"
+           : mm & CLKIT_FAST_PATH_AMD_WMMA
+               ? "AMD matrix cores (WMMA 16x16x16, any strides; CLKIT_AMD_MATRIX=0: portable kernels)"
+           : mm & CLKIT_FAST_PATH_NV_TMA
                ? "tensor cores (wgmma, sm_90a PTX, operands loaded by the TMA; CLKIT_NV_TMA=0: "
                  "cp.async; mma.sync if that does not build; CLKIT_WGMMA=0: mma.sync) when every "
                  "operand has a unit-stride dimension and 8-element-aligned strides, else portable kernels"
@@ -182,7 +187,11 @@ static void print_routes(unsigned mm, unsigned attn, unsigned ce, int nv_cc_majo
                  "dimension and 8-element-aligned strides, else portable kernels"
                : off);
     printf("  matmul with f32 operands: %s\n",
-           mm & CLKIT_FAST_PATH_NV_MMA
+           mm & CLKIT_FAST_PATH_AMD_MFMA
+               ? "AMD matrix cores (MFMA 32x32x2 f32: f32 products summed in f32), unless "
+                 "exact_f32, else portable kernels or CLBlast"
+           : mm & CLKIT_FAST_PATH_AMD_WMMA ? "portable kernels or CLBlast (WMMA has no f32 form)"
+           : mm & CLKIT_FAST_PATH_NV_MMA
                ? "tensor cores as 3xTF32 (f32-accurate products) under the same conditions with "
                  "4-element-aligned strides, unless exact_f32, else portable kernels or CLBlast"
                : off);
@@ -208,23 +217,24 @@ static void print_routes(unsigned mm, unsigned attn, unsigned ce, int nv_cc_majo
 
 /* The vendor fast paths each op family may take (clkit_fast_paths): what the device and the
    switches allow, before any operand's layout has a say. */
-static void print_fast_paths(clkit_context *ctx, int nv_cc_major)
+static void print_fast_paths(clkit_context *ctx, const struct clkit_device_props *dev)
 {
     static const char *families[] = {"matmul", "attention", "cross_entropy", "softmax", "layernorm"};
-    static const char *names[] = {"PTX shuffles", "mma.sync", "wgmma", "TMA"};
-    printf("\nfast paths (CLKIT_TENSOR_CORES, CLKIT_WGMMA, CLKIT_NV_TMA = 0 turn them off):\n");
+    static const char *names[] = {"PTX shuffles", "mma.sync", "wgmma", "TMA", "MFMA", "WMMA"};
+    printf("\nfast paths (CLKIT_TENSOR_CORES, CLKIT_WGMMA, CLKIT_NV_TMA, CLKIT_AMD_MATRIX = 0 turn "
+           "them off):\n");
     unsigned bits[sizeof families / sizeof *families];
     for (size_t f = 0; f < sizeof families / sizeof *families; f++) {
         unsigned paths = 0;
         clkit_fast_paths(ctx, families[f], &paths);
         printf("  %-14s", families[f]);
-        for (int i = 0; i < 4; i++)
+        for (size_t i = 0; i < sizeof names / sizeof *names; i++)
             if (paths & (1u << i)) printf(" %s", names[i]);
         printf("%s\n", paths ? "" : " portable only");
         bits[f] = paths;
     }
     printf("\nroutes:\n");
-    print_routes(bits[0], bits[1], bits[2], nv_cc_major);
+    print_routes(bits[0], bits[1], bits[2], dev);
 }
 
 /* ---- binary cache ---- */
@@ -399,7 +409,7 @@ int cmd_info(int argc, char **argv)
         clkit_device_props(ctx, &dev);
         print_props(&dev);
         print_heuristics(&dev);
-        print_fast_paths(ctx, dev.nv_cc_major);
+        print_fast_paths(ctx, &dev);
         print_cache(clkit_cache_dir(ctx));
         print_tuned(ctx);
         clkit_context_release(ctx);
