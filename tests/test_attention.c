@@ -214,10 +214,12 @@ static void check_backward(clkit_context *ctx, const acase *c, const host_data *
     drop(&dout), drop(&dq), drop(&dk), drop(&dv);
 }
 
-/* Whether attention may take the tensor-core kernels (the host decides by layout too). */
+/* Whether attention may take the tensor-core or matrix-core kernels (the host decides by
+   layout too). */
 static int has_tensor_cores(clkit_context *ctx)
 {
-    return tu_fast_path(ctx, "attention", CLKIT_FAST_PATH_NV_MMA);
+    return tu_fast_path(ctx, "attention", CLKIT_FAST_PATH_NV_MMA) ||
+           tu_fast_path(ctx, "attention", CLKIT_FAST_PATH_AMD_MFMA);
 }
 
 /* Whether P and dS may be rounded to the storage dtype: f16/bf16 on the tensor cores (the

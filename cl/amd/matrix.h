@@ -175,6 +175,29 @@ EMU_MMA(emu_mma_bf16, emu_bf16)
 
 #endif /* AMD_EMULATE */
 
+/* The lanes that share an accumulator's column: D[i][j] sits in lane j + PAIR * h for each h,
+   so a column's sum or maximum gathers over them. MATRIX_PAIR(x) is x from lane ^ PAIR (one
+   ds_bpermute; in emulation, through the wave's scratch). WMMA at wave64 has four such lanes:
+   the kernels that use it run MFMA and WMMA at wave32. */
+#if defined(MATRIX_MFMA32)
+#define PAIR 32
+#else
+#define PAIR 16
+#endif
+#if !defined(AMD_EMULATE)
+#define MATRIX_PAIR(x) as_float(__builtin_amdgcn_ds_bpermute(((int)(get_local_id(0) % WAVE) ^ PAIR) << 2, as_int(x)))
+#else
+inline float emu_pair(float x, __local float *s, int lane)
+{
+    s[lane] = x;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float y = s[lane ^ PAIR];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return y;
+}
+#define MATRIX_PAIR(x) emu_pair(x, EMU_ARGS)
+#endif
+
 /* The instruction for the operand dtype. */
 #if defined(MATRIX_MFMA32) && A_DTYPE_IS_F32
 #define MATRIX_MMA(a, b, c) MFMA_F32_32X32X2_F32(a, b, c)

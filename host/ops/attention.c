@@ -396,19 +396,54 @@ static int mma_view(const clkit_tensor *t)
     return 1;
 }
 
+/* ---- AMD matrix cores (cl/amd/attention_matrix.cl: the forward, on MFMA) ---- */
+
+/* Rows held and streamed, waves of 64 (each holds 32 queries): the most held rows first. */
+static const mma_tiles matrix_fwd[] = {{128, 64, 4, 0, 0}, {128, 32, 4, 0, 0}, {64, 32, 2, 0, 0}};
+
+/* Registers a lane keeps (32-bit): the queries' B fragments (d / 4 for 16-bit elements, d / 2
+   for f32), the head-dimension accumulators (d / 2) and the scores (bn / 2); past
+   MATRIX_REGISTERS the offline builds spill (tests/compile_amd_matrix.sh). Local memory: K and
+   V^T, padded lines. */
+#define MATRIX_REGISTERS 160
+
+static int matrix_pick(const problem *p, mma_tiles *out)
+{
+    int d = (int)p->d, es = (int)clkit_dtype_size(p->dtype), pad = es == 4 ? 1 : 4;
+    if (d % 32) return 0;
+    for (size_t i = 0; i < NTILES(matrix_fwd); i++) {
+        const mma_tiles *t = &matrix_fwd[i];
+        uint64_t local = (uint64_t)es * ((uint64_t)t->bn * (uint64_t)(d + pad) + (uint64_t)d * (uint64_t)(t->bn + pad));
+        if (d * es / 8 + d / 2 + t->bn / 2 <= MATRIX_REGISTERS && local <= 65536) {
+            *out = *t;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+enum { ON_NV = 1, ON_AMD = 2 }; /* on[i] of a kernel on the fast path */
+
 /* How many of the kernels kinds[0..n) run on the tensor cores for this problem and device:
-   on[i] says which, with its tiles in out[i]. The views decide for all of them; the tiles
-   for each, so that one kernel without a tile for the head dim leaves the others there. */
+   on[i] says which (and whose), with its tiles in out[i]. The views decide for all of them;
+   the tiles for each, so that one kernel without a tile for the head dim leaves the others
+   there. AMD's matrix cores serve the forward and take any view. */
 static int mma_choice(const clkit_context *ctx, const problem *p, const clkit_tensor *const *ins,
                       int nin, const int *kinds, int n, mma_tiles *out, int *on)
 {
     int count = 0;
     for (int i = 0; i < n; i++) on[i] = 0;
-    if (!clkit_path_allowed(ctx, CLKIT_PATH_NV_MMA, CLKIT_FAMILY_ATTENTION) || p->force) return 0;
+    if (p->force) return 0;
+    if (clkit_path_allowed(ctx, CLKIT_PATH_AMD_MFMA, CLKIT_FAMILY_ATTENTION)) {
+        for (int i = 0; i < n; i++)
+            if (kinds[i] == MMA_FWD && n == 1) count += on[i] = matrix_pick(p, &out[i]) ? ON_AMD : 0;
+        return count;
+    }
+    if (!clkit_path_allowed(ctx, CLKIT_PATH_NV_MMA, CLKIT_FAMILY_ATTENTION)) return 0;
     for (int i = 0; i < nin; i++)
         if (!mma_view(ins[i])) return 0;
     for (int i = 0; i < n; i++)
-        count += on[i] = mma_pick(&ctx->props, (int)p->d, clkit_dtype_size(p->dtype), kinds[i], &out[i]);
+        count += on[i] = mma_pick(&ctx->props, (int)p->d, clkit_dtype_size(p->dtype), kinds[i], &out[i]) ? ON_NV : 0;
     return count;
 }
 
@@ -456,16 +491,24 @@ static clkit_status plan_attention(clkit_context *ctx, void *arg, size_t wg_limi
     int i = ps->i;
     const mma_tiles *mt = &ps->mt[i];
     bool delta = strcmp(ps->names_portable[i], "attn_bwd_delta") == 0;
-    bool mma = ps->on[i] && clkit_path_allowed(ctx, CLKIT_PATH_NV_MMA, CLKIT_FAMILY_ATTENTION) &&
-               (!wg_limit || delta || (size_t)(mt->warps * 32) <= wg_limit);
-    plan->file = mma ? "nv/attention_mma.cl" : "attention.cl";
+    bool amd = ps->on[i] == ON_AMD;
+    clkit_path path = amd ? CLKIT_PATH_AMD_MFMA : CLKIT_PATH_NV_MMA;
+    size_t wave = amd ? 64 : 32;
+    bool mma = ps->on[i] && clkit_path_allowed(ctx, path, CLKIT_FAMILY_ATTENTION) &&
+               (!wg_limit || delta || (size_t)mt->warps * wave <= wg_limit);
+    plan->file = !mma ? "attention.cl" : amd ? "amd/attention_matrix.cl" : "nv/attention_mma.cl";
     plan->family = CLKIT_FAMILY_ATTENTION;
     plan->dims = 2;
     if (mma) {
-        snprintf(plan->name, sizeof plan->name, "%s", ps->names_mma[i]);
+        snprintf(plan->name, sizeof plan->name, "%s", amd ? "attn_fwd_matrix" : ps->names_mma[i]);
         mma_options(ps->p, ps->bwd, mt, plan->options, sizeof plan->options);
-        plan->path = CLKIT_PATH_NV_MMA;
-        ps->chosen[i] = (blocking){mt->bm, (size_t)(mt->warps * 32)};
+        if (amd) {
+            size_t used = strlen(plan->options);
+            snprintf(plan->options + used, sizeof plan->options - used, " -D WAVE=64 -D MATRIX_MFMA32%s",
+                     ctx->amd_emulated ? " -D AMD_EMULATE" : "");
+        }
+        plan->path = path;
+        ps->chosen[i] = (blocking){mt->bm, (size_t)mt->warps * wave};
     } else {
         const tiles *t = NULL;
         clkit_status s = portable_tiles(ctx, ps, delta ? 0 : wg_limit, &t);
