@@ -398,27 +398,37 @@ static int mma_view(const clkit_tensor *t)
 
 /* ---- AMD matrix cores (cl/amd/attention_matrix.cl: the forward, on MFMA) ---- */
 
-/* Rows held and streamed, waves of 64 (each holds 32 queries): the most held rows first. */
+/* Rows held and streamed, waves of 64 (each holds 32 rows), the most held rows first: the
+   forward's and dQ's held rows are queries, dK/dV's keys. */
 static const mma_tiles matrix_fwd[] = {{128, 64, 4, 0, 0}, {128, 32, 4, 0, 0}, {64, 32, 2, 0, 0}};
+static const mma_tiles matrix_bwd[] = {{128, 32, 4, 0, 0}, {64, 32, 2, 0, 0}};
 
-/* Registers a lane keeps (32-bit): the queries' B fragments (d / 4 for 16-bit elements, d / 2
-   for f32), the head-dimension accumulators (d / 2) and the scores (bn / 2); past
-   MATRIX_REGISTERS the offline builds spill (tests/compile_amd_matrix.sh). Local memory: K and
-   V^T, padded lines. */
-#define MATRIX_REGISTERS 160
-
-static int matrix_pick(const problem *p, mma_tiles *out)
+/* Registers a lane keeps (32-bit): held B fragments (d / 4 each for 16-bit elements, d / 2 for
+   f32: the forward's queries, dQ's queries and dO, dK/dV's keys and values), head-dimension
+   accumulators (d / 2 each: o; dq; dk and dv) and scores (bn / 2 each: s; s and dp). Past
+   these bounds the offline builds spill (tests/compile_amd_matrix.sh): the forward at 144
+   (f32, D 128), dK/dV at 224 (f16, D 128). Local memory: the staged tiles, padded lines. */
+static int matrix_fits(const mma_tiles *t, int d, int es, int kernel)
 {
-    int d = (int)p->d, es = (int)clkit_dtype_size(p->dtype), pad = es == 4 ? 1 : 4;
+    int held = d * es / 8, pad = es == 4 ? 1 : 4;
+    uint64_t rows = (uint64_t)t->bn * (uint64_t)(d + pad) * (uint64_t)es;
+    uint64_t trans = (uint64_t)d * (uint64_t)(t->bn + pad) * (uint64_t)es;
+    if (kernel == MMA_FWD) return held + d / 2 + t->bn / 2 <= 128 && rows + trans <= 65536;
+    if (kernel == MMA_DQ) return 2 * held + d / 2 + t->bn <= 160 && 2 * rows + trans + 4u * t->bn <= 65536;
+    return 2 * held + d + t->bn <= 160 && 2 * (rows + trans) + 8u * t->bn <= 65536;
+}
+
+static int matrix_pick(const problem *p, int kernel, mma_tiles *out)
+{
+    int d = (int)p->d, es = (int)clkit_dtype_size(p->dtype);
+    const mma_tiles *list = kernel == MMA_FWD ? matrix_fwd : matrix_bwd;
+    size_t n = kernel == MMA_FWD ? NTILES(matrix_fwd) : NTILES(matrix_bwd);
     if (d % 32) return 0;
-    for (size_t i = 0; i < NTILES(matrix_fwd); i++) {
-        const mma_tiles *t = &matrix_fwd[i];
-        uint64_t local = (uint64_t)es * ((uint64_t)t->bn * (uint64_t)(d + pad) + (uint64_t)d * (uint64_t)(t->bn + pad));
-        if (d * es / 8 + d / 2 + t->bn / 2 <= MATRIX_REGISTERS && local <= 65536) {
-            *out = *t;
+    for (size_t i = 0; i < n; i++)
+        if (matrix_fits(&list[i], d, es, kernel)) {
+            *out = list[i];
             return 1;
         }
-    }
     return 0;
 }
 
@@ -427,7 +437,7 @@ enum { ON_NV = 1, ON_AMD = 2 }; /* on[i] of a kernel on the fast path */
 /* How many of the kernels kinds[0..n) run on the tensor cores for this problem and device:
    on[i] says which (and whose), with its tiles in out[i]. The views decide for all of them;
    the tiles for each, so that one kernel without a tile for the head dim leaves the others
-   there. AMD's matrix cores serve the forward and take any view. */
+   there. AMD's matrix cores take any view. */
 static int mma_choice(const clkit_context *ctx, const problem *p, const clkit_tensor *const *ins,
                       int nin, const int *kinds, int n, mma_tiles *out, int *on)
 {
@@ -435,8 +445,7 @@ static int mma_choice(const clkit_context *ctx, const problem *p, const clkit_te
     for (int i = 0; i < n; i++) on[i] = 0;
     if (p->force) return 0;
     if (clkit_path_allowed(ctx, CLKIT_PATH_AMD_MFMA, CLKIT_FAMILY_ATTENTION)) {
-        for (int i = 0; i < n; i++)
-            if (kinds[i] == MMA_FWD && n == 1) count += on[i] = matrix_pick(p, &out[i]) ? ON_AMD : 0;
+        for (int i = 0; i < n; i++) count += on[i] = matrix_pick(p, kinds[i], &out[i]) ? ON_AMD : 0;
         return count;
     }
     if (!clkit_path_allowed(ctx, CLKIT_PATH_NV_MMA, CLKIT_FAMILY_ATTENTION)) return 0;
@@ -500,7 +509,10 @@ static clkit_status plan_attention(clkit_context *ctx, void *arg, size_t wg_limi
     plan->family = CLKIT_FAMILY_ATTENTION;
     plan->dims = 2;
     if (mma) {
-        snprintf(plan->name, sizeof plan->name, "%s", amd ? "attn_fwd_matrix" : ps->names_mma[i]);
+        /* AMD's kernels are NVIDIA's names with _matrix for _mma (the delta kernel is shared). */
+        const char *name = ps->names_mma[i];
+        size_t stem = strlen(name) - (amd && !delta ? 4 : 0);
+        snprintf(plan->name, sizeof plan->name, "%.*s%s", (int)stem, name, amd && !delta ? "_matrix" : "");
         mma_options(ps->p, ps->bwd, mt, plan->options, sizeof plan->options);
         if (amd) {
             size_t used = strlen(plan->options);
