@@ -36,17 +36,21 @@
 #else
 #define A_DTYPE F16
 #endif
-#define WG (BLOCK_M / 32 * WAVE)
 #include "amd/matrix.h"
 
+/* On RDNA3's WMMA these kernels spill at every head dim (gfx1100: 16 to 900 VGPRs, as their
+   16-element fragments and the pair exchanges of P stay live across unrolled steps):
+   docs/amd-matrix-cores.md. */
 #if !defined(MATRIX_MFMA32)
-#error "attn_fwd_matrix runs on MFMA"
+#error "attention runs on MFMA"
 #endif
 
-#define NB (BLOCK_N / 32)          /* 32-key slices of a streamed block */
-#define DB (HEAD_DIM / 32)         /* 32-dim slices of the head dimension */
+/* A wave holds INSN_M rows. */
+#define WG (BLOCK_M / INSN_M * WAVE)
+#define NB (BLOCK_N / INSN_M)      /* slices of a streamed block, INSN_M rows each */
+#define DB (HEAD_DIM / INSN_M)     /* slices of the head dimension */
 #define DSTEPS (HEAD_DIM / INSN_K) /* instruction steps over the head dimension */
-#define KSTEPS (32 / INSN_K)       /* instruction steps over a 32-key slice */
+#define KSTEPS (INSN_M / INSN_K)   /* instruction steps over a slice of rows */
 /* Local lines, padded: K's rows of HEAD_DIM, V^T's rows of BLOCK_N keys. */
 #define PAD (FRAG_K == 1 ? 1 : 4)
 #define LDD (HEAD_DIM + PAD)
@@ -68,8 +72,8 @@ INLINE operand_t to_operand(float x)
 #endif
 }
 
-/* B fragments of rows row0 + (lane % 32) of t over the head dimension (t^T[d][row]), zero
-   from row `valid` on: the wave's held rows. */
+/* B fragments of row `row` of t (the lane's held row) over the head dimension (t^T[d][row]),
+   zero from row `valid` on. */
 INLINE void hold_rows(frag_t *f, __global const operand_t *t, long rs, long ds, int row, int valid, int lane)
 {
     #pragma unroll
@@ -81,31 +85,36 @@ INLINE void hold_rows(frag_t *f, __global const operand_t *t, long rs, long ds, 
     }
 }
 
-/* s[j] = A B over the head dimension for the 32-row slices j of a staged tile (rows of head
-   dim) times the wave's held B fragments: the streamed rows are each accumulator's rows. */
+/* s[j] = A B over the head dimension for the slices j of a staged tile (rows of head dim)
+   times the wave's held B fragments: the streamed rows are each accumulator's rows. */
 #define PRODUCT(s, tile, held, lane)                                                             \
     _Pragma("unroll") for (int j_ = 0; j_ < NB; j_++) {                                          \
         (s)[j_] = 0.0f;                                                                          \
-        __local const operand_t *r_ = (tile) + (j_ * 32 + FRAG_ROW(lane)) * LDD + FRAG_K0(lane); \
+        __local const operand_t *r_ = (tile) + (j_ * INSN_M + FRAG_ROW(lane)) * LDD + FRAG_K0(lane); \
         _Pragma("unroll") for (int st_ = 0; st_ < DSTEPS; st_++) {                              \
             frag_t a_ = LOAD_FRAG(r_ + st_ * INSN_K);                                            \
             MATRIX_MMA(a_, (held)[st_], (s)[j_]);                                                \
         }                                                                                        \
     }
 
-/* acc[i] += (tile^T slice i) B for B the accumulators s of the streamed rows, rounded to the
-   operand dtype: a k step takes the rows in the order the lane's accumulators hold them. tile
+/* B fragment k step t of a slice's accumulators sv, rounded to the operand dtype, and the
+   first of its rows: the lane's own accumulators, the rows taken in the order they hold them. */
+#define B_ROW0(lane, t) ACC_ROW(lane, (t) * FRAG_K)
+#define ACC_TO_B(b, sv, t, lane)                                                                 \
+    _Pragma("unroll") for (int e_ = 0; e_ < FRAG_K; e_++)                                        \
+        ((operand_t *)&(b))[e_] = to_operand((sv)[(t) * FRAG_K + e_])
+
+/* acc[i] += (tile^T slice i) B for B the accumulators s of the streamed rows (ACC_TO_B). tile
    is stored transposed (HEAD_DIM lines of BLOCK_N rows). */
 #define PRODUCT_T(acc, tile, s, lane)                                                            \
     _Pragma("unroll") for (int j_ = 0; j_ < NB; j_++) {                                          \
         const float *sv_ = (const float *)&(s)[j_];                                              \
         _Pragma("unroll") for (int t_ = 0; t_ < KSTEPS; t_++) {                                  \
             frag_t b_;                                                                           \
-            _Pragma("unroll") for (int e_ = 0; e_ < FRAG_K; e_++)                                \
-                ((operand_t *)&b_)[e_] = to_operand(sv_[t_ * FRAG_K + e_]);                      \
-            __local const operand_t *r_ = (tile) + FRAG_ROW(lane) * LDN + j_ * 32 + ACC_ROW(lane, t_ * FRAG_K); \
+            ACC_TO_B(b_, sv_, t_, lane);                                                         \
+            __local const operand_t *r_ = (tile) + FRAG_ROW(lane) * LDN + j_ * INSN_M + B_ROW0(lane, t_); \
             _Pragma("unroll") for (int i_ = 0; i_ < DB; i_++) {                                  \
-                frag_t a_ = LOAD_FRAG(r_ + i_ * 32 * LDN);                                       \
+                frag_t a_ = LOAD_FRAG(r_ + i_ * INSN_M * LDN);                                   \
                 MATRIX_MMA(a_, b_, (acc)[i_]);                                                   \
             }                                                                                    \
         }                                                                                        \
@@ -118,7 +127,7 @@ INLINE void store_rows(__global elem_t *out, long ds, const acc_t *acc, int lane
     for (int i = 0; i < DB; i++) {
         const float *av = (const float *)&acc[i];
         #pragma unroll
-        for (int r = 0; r < ACC_N; r++) STORE(out, (i * 32 + ACC_ROW(lane, r)) * ds, av[r] * mul);
+        for (int r = 0; r < ACC_N; r++) STORE(out, (i * INSN_M + ACC_ROW(lane, r)) * ds, av[r] * mul);
     }
 }
 
@@ -149,7 +158,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_fwd_matrix(
     int tid = get_local_id(0), lane = tid % WAVE;
     int bh = grid_head(), b = bh / Hq, h = bh % Hq, m0 = query_block_start(Lq, causal);
     int rows = min(BLOCK_M, Lq - m0), n_end = causal ? min(Lk, m0 + rows) : Lk;
-    int query = m0 + tid / WAVE * 32 + lane % 32;
+    int query = m0 + tid / WAVE * INSN_M + FRAG_ROW(lane);
     __global const operand_t *kg = (__global const operand_t *)k + HEAD(k, b, h / group);
     __global const operand_t *vg = (__global const operand_t *)v + HEAD(v, b, h / group);
     frag_t qf[DSTEPS];
@@ -173,7 +182,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_fwd_matrix(
             float *sv = (float *)&s[j];
             #pragma unroll
             for (int r = 0; r < ACC_N; r++) {
-                int key = n0 + j * 32 + ACC_ROW(lane, r);
+                int key = n0 + j * INSN_M + ACC_ROW(lane, r);
                 sv[r] = key < Lk && !(causal && key > query) ? sv[r] * scale2 : -INFINITY;
                 mx = fmax(mx, sv[r]);
             }
@@ -197,7 +206,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_fwd_matrix(
     /* Queries with no key at all (Lk = 0) get o = 0 and lse = -inf, as an empty softmax would. */
     float sum = l + MATRIX_PAIR(l), inv = sum > 0.0f ? 1.0f / sum : 0.0f;
     if (query >= Lq) return;
-    if (lse && lane < 32)
+    if (lse && lane < PAIR)
         lse[lse_off + b * lse_st.s0 + h * lse_st.s1 + query * lse_st.s2] = sum > 0.0f ? (m + log2(sum)) * LN2 : -INFINITY;
     store_rows(o + HEAD(o, b, h) + (long)query * o_st.s2, o_st.s3, acc, lane, inv);
 }
@@ -212,13 +221,13 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_fwd_matrix(
     _Pragma("unroll") for (int j_ = 0; j_ < NB; j_++) {                                          \
         float *sv_ = (float *)&(s)[j_], *dv_ = (float *)&(dp)[j_];                               \
         _Pragma("unroll") for (int r_ = 0; r_ < ACC_N; r_++) {                                   \
-            int row_ = (n0) + j_ * 32 + ACC_ROW(lane, r_);                                       \
+            int row_ = (n0) + j_ * INSN_M + ACC_ROW(lane, r_);                                   \
             int key_ = (row_is_key) ? row_ : (col), qry_ = (row_is_key) ? (col) : row_;          \
             float p_ = key_ < Lk && !(causal && key_ > qry_)                                     \
-                           ? exp2(fma(sv_[r_], scale2, -((rl)[j_ * 32 + ACC_ROW(lane, r_)] + (cl)))) \
+                           ? exp2(fma(sv_[r_], scale2, -((rl)[j_ * INSN_M + ACC_ROW(lane, r_)] + (cl)))) \
                            : 0.0f;                                                               \
             sv_[r_] = p_;                                                                        \
-            dv_[r_] = p_ * (dv_[r_] - ((rd)[j_ * 32 + ACC_ROW(lane, r_)] + (cd)));              \
+            dv_[r_] = p_ * (dv_[r_] - ((rd)[j_ * INSN_M + ACC_ROW(lane, r_)] + (cd)));          \
         }                                                                                        \
     }
 
@@ -236,7 +245,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_bwd_dq_matrix
     int tid = get_local_id(0), lane = tid % WAVE;
     int bh = grid_head(), b = bh / Hq, h = bh % Hq, m0 = query_block_start(Lq, causal);
     int rows = min(BLOCK_M, Lq - m0), n_end = causal ? min(Lk, m0 + rows) : Lk;
-    int query = m0 + tid / WAVE * 32 + lane % 32, ok = query < Lq;
+    int query = m0 + tid / WAVE * INSN_M + FRAG_ROW(lane), ok = query < Lq;
     __global const operand_t *kg = (__global const operand_t *)k + HEAD(k, b, h / group);
     __global const operand_t *vg = (__global const operand_t *)v + HEAD(v, b, h / group);
     float ql = ok ? LOG2E * lse[lse_off + b * lse_st.s0 + h * lse_st.s1 + query * lse_st.s2] : 0.0f;
@@ -280,7 +289,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_bwd_dkdv_matr
     MATRIX_SCRATCH;
     int tid = get_local_id(0), lane = tid % WAVE;
     int Hkv = Hq / group, bg = grid_head(), b = bg / Hkv, g = bg % Hkv;
-    int m0 = grid_block() * BLOCK_M, key = m0 + tid / WAVE * 32 + lane % 32;
+    int m0 = grid_block() * BLOCK_M, key = m0 + tid / WAVE * INSN_M + FRAG_ROW(lane);
     frag_t kf[DSTEPS], vf[DSTEPS];
     hold_rows(kf, (__global const operand_t *)k + HEAD(k, b, g), k_st.s2, k_st.s3, key, Lk, lane);
     hold_rows(vf, (__global const operand_t *)v + HEAD(v, b, g), v_st.s2, v_st.s3, key, Lk, lane);
