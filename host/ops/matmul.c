@@ -284,10 +284,14 @@ static uint64_t matrix_local_bytes(const problem *pr, const clkit_config *c)
 
 /* The AMD matrix-core kernel's tile for these operands: each wave's piece a whole number of
    instruction tiles, BLOCK_K a whole number of instruction k steps (at most 64), the loads
-   spread evenly over the work-group, at most 128 f32 accumulators a lane (MFMA keeps them in
-   the AGPRs) and, for WMMA, whose 16-element fragments take 8 VGPRs each, at most 128 VGPRs of
-   accumulators and fragments together (more spill: tests/compile_amd_matrix.sh), the two
-   stages within 64 KiB of local memory. */
+   spread evenly over the work-group, at most 64 f32 accumulators a lane (MFMA keeps them in
+   the AGPRs; 128, as 128 x 64 on one wave, spilled to scratch with element-wise loads) and,
+   for WMMA, whose 16-element fragments take 8 VGPRs each, at most 96 VGPRs of accumulators and
+   fragments together (128 x 128 on eight wave32s, 112, spilled with element-wise loads; the
+   same tile at wave64, 80, does not), the two stages within 64 KiB of local memory. The bounds
+   hold every row of mfma_shapes / wmma_shapes free of scratch in clang-19's assembly for
+   gfx90a, gfx942 and gfx1100 (tests/compile_amd_matrix.sh, whose legal() mirrors this
+   function: keep the two in sync). */
 static int matrix_legal(const struct clkit_device_props *p, const problem *pr, const clkit_config *c)
 {
     int bm = cfg(c, "BLOCK_M"), bn = cfg(c, "BLOCK_N"), bk = cfg(c, "BLOCK_K");
@@ -300,7 +304,7 @@ static int matrix_legal(const struct clkit_device_props *p, const problem *pr, c
     int regs = acc + (pr->amd == CLKIT_PATH_AMD_WMMA ? (fm + fn) * 8 : 0);
     uint64_t lds = p->local_mem < 65536 ? p->local_mem : 65536;
     return (size_t)wg <= p->max_work_group && wg <= 1024 && (bm * bk) % wg == 0 && (bn * bk) % wg == 0 &&
-           acc <= 128 && regs <= 128 && matrix_local_bytes(pr, c) <= lds;
+           acc <= 64 && regs <= 96 && matrix_local_bytes(pr, c) <= lds;
 }
 
 /* Whether a config can run these operands on this device (before building: the built
@@ -457,7 +461,11 @@ static clkit_config wgmma(const int *shape, int group)
 /* The AMD matrix-core tiles, (BLOCK_M, BLOCK_N, BLOCK_K, WAVES_M, WAVES_N), largest first;
    BLOCK_K counts 16-bit operands and halves for f32 (the same bytes a line). Never measured
    on AMD hardware (none here): the order is docs/amd-matrix-cores.md's estimate, and the tuner
-   times them all. tests/compile_amd_matrix.sh reads these tables. */
+   times them all. tests/compile_amd_matrix.sh reads these tables and assembles every legal row
+   for its targets: none may use scratch. Left out of wmma_shapes for that: 64 x 64 x 64 (2 x 2),
+   which spilled at wave32 and wave64, and 32 x 64 x 32 (1 x 2) and 32 x 32 x 32 (1 x 1), which
+   spilled at wave32, all three with element-wise loads (a slice of 32 or more operands a lane
+   staged in registers). */
 static const int mfma_shapes[][5] = {
     {128, 128, 32, 2, 2}, {256, 128, 32, 4, 2}, {128, 256, 32, 2, 4}, {128, 128, 64, 2, 2},
     {128, 64, 32, 2, 2},  {64, 128, 32, 2, 2},  {64, 64, 64, 2, 2},   {64, 64, 32, 2, 2},
@@ -465,7 +473,7 @@ static const int mfma_shapes[][5] = {
 };
 static const int wmma_shapes[][5] = {
     {128, 128, 32, 4, 2}, {128, 128, 32, 2, 4}, {128, 64, 32, 4, 2}, {64, 128, 32, 2, 4},
-    {64, 64, 64, 2, 2},   {64, 64, 32, 2, 2},   {32, 64, 32, 1, 2},  {32, 32, 32, 1, 1},
+    {64, 64, 32, 2, 2},
 };
 
 static clkit_config matrix_tile(const problem *pr, const int *shape, int group)
