@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Assembles the AMD matrix-core matmul kernel (cl/amd/matmul_matrix.cl on cl/amd/matrix.h)
-# offline with clang-19 for the targets the host sends it to, and reads the assembly back: no
+# Assembles the AMD matrix-core kernels (cl/amd/matmul_matrix.cl and cl/amd/attention_matrix.cl
+# on cl/amd/matrix.h) offline with clang-19 for the targets the host sends it to, and reads the assembly back: no
 # GPU needed. The configurations are the tiles of host/ops/matmul.c: each row of mfma_shapes
 # for gfx90a and gfx942 (wave64) with f16, bf16 and f32 operands, each row of wmma_shapes for
 # gfx1100 at wave32 and at wave64 (-mwavefrontsize64) with f16 and bf16; into f32 and into the
@@ -44,6 +44,10 @@
 # Register use follows the tile, the layout and the load width; the dtypes change the
 # instruction and the epilogue's conversion. --all compiles every dtype pair in every layout
 # (several times as many builds; run it after changing the tables, matrix_legal or the kernel).
+# Attention (MFMA only): for gfx90a and gfx942, each dtype and head dim 32 to 256, the forward
+# program and the backward's (dQ and dK/dV in one) on the tile host/ops/attention.c's
+# matrix_pick takes (afits below mirrors matrix_fits: keep the two in sync); each must hold its
+# instruction and use no scratch.
 # Builds run in parallel (JOBS, default nproc).
 # Prints "amd-matrix: N passed, M failed"; exits nonzero on any failure.
 # Usage: tests/compile_amd_matrix.sh [--all] [CLANG=clang-19]
@@ -85,25 +89,27 @@ legal() {
     [ "$acc" -le 64 ] && [ "$regs" -le 96 ] && [ "$lds" -le 65536 ]
 }
 
-# build LINE: one build, LINE = "ID<US>LABEL<US>GFX<US>WAVE<US>EXTRA<US>INSN<US>COUNT<US>FLAGS"
-# (US the unit separator; EXTRA clang's target flags, INSN the mnemonic expected COUNT times);
-# writes its line of results to $tmp/ID.
+# build LINE: one build, LINE = "ID<US>LABEL<US>GFX<US>WAVE<US>EXTRA<US>INSN<US>COUNT<US>FLAGS<US>FILE"
+# (US the unit separator; EXTRA clang's target flags, INSN the mnemonic expected COUNT times,
+# "+" for at least once; FILE under cl/); writes its line of results to $tmp/ID. A program of
+# several kernels reports its largest counts.
 build() {
-  local id label gfx wave extra insn count flags out s n why="" vgpr agpr total spill sspill
+  local id label gfx wave extra insn count flags file out s n why="" vgpr agpr total spill sspill
   local priv occ waves regs granule max note=""
-  IFS=$'\037' read -r id label gfx wave extra insn count flags <<<"$1"
+  IFS=$'\037' read -r id label gfx wave extra insn count flags file <<<"$1"
   s=$tmp/$id.s
   # shellcheck disable=SC2086 # extra and flags are lists of flags
   if ! out=$("$clang" -cl-std=CL1.2 -target amdgcn-amd-amdhsa -mcpu="$gfx" $extra -nogpulib \
         -Xclang -finclude-default-header -Xclang -mlink-builtin-bitcode -Xclang "$libclc" \
         -Wno-linker-warnings -O3 -I "$root/cl" -D CLKIT_WARP="$wave" -D CLKIT_AMD=1 $flags \
-        -S "$root/cl/amd/matmul_matrix.cl" -o "$s" 2>&1); then
+        -S "$root/cl/$file" -o "$s" 2>&1); then
     printf 'FAIL %s wave%s %s: does not compile\n%s\n' "$gfx" "$wave" "$label" "$(echo "$out" | head -20)" >"$tmp/$id"
     return
   fi
-  meta() { sed -n "s/^[[:space:]]*\\.$1:[[:space:]]*\\([0-9]*\\)\$/\\1/p" "$s" | head -1; }
-  comment() { sed -n "s/^; $1: \\([0-9]*\\)\$/\\1/p" "$s" | head -1; }
-  vgpr=$(comment NumVgprs) agpr=$(comment NumAgprs) occ=$(comment Occupancy)
+  meta() { sed -n "s/^[[:space:]]*\\.$1:[[:space:]]*\\([0-9]*\\)\$/\\1/p" "$s" | sort -n | tail -1; }
+  comment() { sed -n "s/^; $1: \\([0-9]*\\)\$/\\1/p" "$s" | sort -n | tail -1; }
+  vgpr=$(comment NumVgprs) agpr=$(comment NumAgprs)
+  occ=$(sed -n 's/^; Occupancy: \([0-9]*\)$/\1/p' "$s" | sort -n | head -1) # the heaviest kernel's
   total=$(meta vgpr_count) spill=$(meta vgpr_spill_count) sspill=$(meta sgpr_spill_count)
   priv=$(meta private_segment_fixed_size)
   n=$(grep -c "^[[:space:]]*${insn}[[:space:]]" "$s")
@@ -119,7 +125,8 @@ build() {
   waves=$((regs / ((total + granule - 1) / granule * granule)))
   [ "$waves" -ge 1 ] || waves=1
   [ "$waves" -le "$max" ] || waves=$max
-  [ "$n" = "$count" ] || why="$why, $n $insn where $count were expected"
+  if [ "$count" = + ]; then [ "$n" -gt 0 ] || why="$why, no $insn"
+  elif [ "$n" != "$count" ]; then why="$why, $n $insn where $count were expected"; fi
   [ "$priv" = 0 ] || why="$why, $priv bytes of scratch"
   [ "$spill" = 0 ] || why="$why, $spill VGPRs spilled"
   if [ "$sspill" != 0 ]; then
@@ -189,12 +196,61 @@ for t in "${targets[@]}"; do
             [ $((bn * bk / wg % vec)) = 0 ] && [ $(($([ "$bnm" = 1 ] && echo "$bn" || echo "$bk") % vec)) = 0 ] && vb=$vec
           fi
           id=$((id + 1))
-          printf '%05d\037%s\037%s\037%s\037%s\037%s\037%s\037%s\n' "$id" \
+          printf '%05d\037%s\037%s\037%s\037%s\037%s\037%s\037%s\037%s\n' "$id" \
             "$name $lo>${out,,} A_KMAJOR=$ak B_NMAJOR=$bnm VEC $va/$vb" "$gfx" "$wave" \
             "${extra:-}" "$mn" "$count" "-D A_DTYPE=$dt -D B_DTYPE=$dt -D C_DTYPE=$out -D BLOCK_M=$bm \
 -D BLOCK_N=$bn -D BLOCK_K=$bk -D WAVES_M=$wm -D WAVES_N=$wn -D GROUP_M=8 -D A_KMAJOR=$ak -D B_NMAJOR=$bnm \
--D VEC_A=$va -D VEC_B=$vb -D WAVE=$wave -D $family" >>"$jobs"
+-D VEC_A=$va -D VEC_B=$vb -D WAVE=$wave -D $family" amd/matmul_matrix.cl >>"$jobs"
         done
+      done
+    done
+  done
+done
+
+# afits KIND D ES BN: host/ops/attention.c's matrix_fits (keep the two in sync): registers of
+# held fragments, accumulators and scores within the bound, staged tiles within 64 KiB.
+afits() {
+  local kind=$1 d=$2 es=$3 bn=$4 held pad=4 rows trans dkdv
+  held=$((d * es / 8)); [ "$es" = 4 ] && pad=1
+  rows=$((bn * (d + pad) * es)) trans=$((d * (bn + pad) * es)) dkdv=$((2 * (rows + trans) + 8 * bn))
+  case $kind in
+    FWD) [ $((held + d / 2 + bn / 2)) -le 208 ] && [ $((rows + trans)) -le 65536 ] ;;
+    DQ) [ $((2 * held + d / 2 + bn)) -le 256 ] && [ "$dkdv" -le 65536 ] ;;
+    *) [ $((2 * held + d + bn)) -le 256 ] && [ "$dkdv" -le 65536 ] ;;
+  esac
+}
+# The first tile of a list ("BM,BN,WAVES ...") that fits KIND, or nothing.
+apick() {
+  local kind=$1 d=$2 es=$3 t bm bn w
+  for t in $4; do
+    IFS=, read -r bm bn w <<<"$t"
+    afits "$kind" "$d" "$es" "$bn" && { echo "$bm $bn $w"; return; }
+  done
+}
+fwd_tiles=$(table "$root/host/ops/attention.c" matrix_fwd | cut -d, -f1-3)
+bwd_tiles=$(table "$root/host/ops/attention.c" matrix_bwd | cut -d, -f1-3)
+[ -n "$fwd_tiles" ] && [ -n "$bwd_tiles" ] || { echo "no matrix_fwd / matrix_bwd in host/ops/attention.c"; fail=$((fail + 1)); }
+for gfx in gfx90a gfx942; do
+  for dt in F16 BF16 F32; do
+    es=2; [ "$dt" = F32 ] && es=4
+    lo=${dt,,}
+    if [ "$gfx" = gfx90a ]; then
+      mn=$([ "$dt" = F32 ] && echo v_mfma_f32_32x32x2f32 || echo "v_mfma_f32_32x32x8$lo$([ "$dt" = BF16 ] && echo _1k)")
+    else mn=$([ "$dt" = F32 ] && echo v_mfma_f32_32x32x2_f32 || echo "v_mfma_f32_32x32x8_$lo"); fi
+    for d in 32 64 128 256; do
+      for akind in FWD BWD; do
+        if [ "$akind" = FWD ]; then tile=$(apick FWD "$d" "$es" "$fwd_tiles")
+        else tile=$(apick DKDV "$d" "$es" "$bwd_tiles"); [ -n "$tile" ] || tile=$(apick DQ "$d" "$es" "$bwd_tiles"); fi
+        if [ -z "$tile" ]; then
+          echo "skip $gfx attention $akind $lo D$d: no tile fits (matrix_fits)"
+          continue
+        fi
+        read -r bm bn w <<<"$tile"
+        id=$((id + 1))
+        printf '%05d\037%s\037%s\037%s\037%s\037%s\037%s\037%s\037%s\n' "$id" \
+          "attention $akind $lo D$d ${bm}x${bn} w$w" "$gfx" 64 "" "$mn" + \
+          "-D DTYPE_$dt -D ATTN_$akind -D HEAD_DIM=$d -D BLOCK_M=$bm -D BLOCK_N=$bn -D WARPS=$w -D WAVE=64 -D MATRIX_MFMA32" \
+          amd/attention_matrix.cl >>"$jobs"
       done
     done
   done

@@ -373,6 +373,87 @@ START_TEST(tensor_core_shapes)
 }
 END_TEST
 
+/* The lines of the kernel builds logged through CLKIT_BUILD_LOG at path, NUL-terminated. */
+static char *build_lines(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "no build log at %s", path);
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return buf;
+}
+
+/* Whether a logged build of `file` has every option in opts. */
+static int built_with(const char *lines, const char *file, const char *const *opts)
+{
+    for (const char *l = lines; *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l)) {
+        size_t len = strcspn(l, "\n"), fl = strlen(file);
+        if (len <= fl || strncmp(l, file, fl) != 0 || l[fl] != '\t') continue;
+        int all = 1;
+        for (const char *const *o = opts; *o && all; o++) {
+            const char *hit = strstr(l, *o);
+            all = hit && hit < l + len;
+        }
+        if (all) return 1;
+    }
+    return 0;
+}
+
+/* AMD's MFMA kernels (cl/amd/attention_matrix.cl), run by PoCL with CLKIT_AMD_EMULATE=gfx942:
+   forward and backward on every dtype, head dims 32, 64 and 128 (f32 at 128: the forward only,
+   as the backward's tiles exceed 64 KiB of local memory) and the f16 forward at 256, lengths
+   off the 32-row slices and
+   the blocks, Lq != Lk with causal, grouped queries, padded and strided views; the build log
+   shows that the matrix-core kernels served (a fallback to the portable ones would pass the
+   numbers). A device that is no CPU has no emulation: the test says so and checks nothing. */
+START_TEST(amd_matrix_cores)
+{
+    char log[] = "/tmp/clkit-attn-amd-XXXXXX";
+    int fd = mkstemp(log);
+    ck_assert(fd >= 0);
+    close(fd);
+    /* Unoptimised PoCL builds take seconds where the emulated instructions' barriers made
+       optimised ones take a minute; the answers are the same. */
+    setenv("POCL_EXTRA_BUILD_FLAGS", "-cl-opt-disable", 0);
+    setenv("CLKIT_AMD_EMULATE", "gfx942", 1);
+    setenv("CLKIT_BUILD_LOG", log, 1);
+    clkit_context *ctx = tu_ctx();
+    struct clkit_device_props p;
+    TU_CHECK(clkit_device_props(ctx, &p));
+    if (!p.is_cpu) {
+        fprintf(stderr, "test_attention: %s is no CPU device, where CLKIT_AMD_EMULATE applies: "
+                "amd_matrix_cores skipped\n", p.name);
+    } else {
+        ck_assert_msg(tu_fast_path(ctx, "attention", CLKIT_FAST_PATH_AMD_MFMA), "no MFMA path on gfx942");
+        static const clkit_dtype dts[] = {CLKIT_F16, CLKIT_BF16, CLKIT_F32};
+        static const int64_t dims[] = {32, 64, 128}, lens[][2] = {{70, 70}, {33, 100}, {100, 33}};
+        for (size_t i = 0; i < 3; i++)
+            for (size_t d = 0; d < 3; d++) {
+                size_t l = (i + d) % 3;
+                acase c = basic(dts[i], dims[d], lens[l][0], lens[l][1], (int)((i + d) % 2));
+                c.hq = 4, c.hkv = d == 1 ? 1 : 2;
+                c.in = d == 2 ? 's' : l == 1 ? 'p' : 'c';
+                check_case(ctx, &c);
+            }
+        acase wide = basic(CLKIT_F16, 256, 40, 40, 1);
+        check_case(ctx, &wide);
+        ck_assert_msg(tu_fast_path(ctx, "attention", CLKIT_FAST_PATH_AMD_MFMA),
+                      "the MFMA path was turned off (build or known-answer failure)");
+        const char *lines = build_lines(log);
+        static const char *const fwd[] = {"-D ATTN_FWD", "-D MATRIX_MFMA32", "-D AMD_EMULATE", NULL};
+        static const char *const bwd[] = {"-D ATTN_BWD", "-D MATRIX_MFMA32", "-D AMD_EMULATE", NULL};
+        ck_assert_msg(built_with(lines, "amd/attention_matrix.cl", fwd), "no MFMA forward was built");
+        ck_assert_msg(built_with(lines, "amd/attention_matrix.cl", bwd), "no MFMA backward was built");
+    }
+    clkit_context_release(ctx);
+    unsetenv("CLKIT_BUILD_LOG");
+    unsetenv("CLKIT_AMD_EMULATE");
+    remove(log);
+}
+END_TEST
+
 /* (B, L, H, D)-ordered, padded and offset views; a strided head dimension; in any mix. */
 START_TEST(layouts)
 {
@@ -734,6 +815,7 @@ int main(void)
     tcase_add_test(tc, finite_differences);
     tcase_add_test(tc, bad_forward);
     tcase_add_test(tc, bad_backward);
+    tcase_add_test(tc, amd_matrix_cores);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

@@ -204,7 +204,7 @@ static void print_routes(unsigned mm, unsigned attn, unsigned ce, const struct c
     printf("  attention f16/bf16: %s\n",
            attn & CLKIT_FAST_PATH_AMD_MFMA
                ? "AMD matrix cores (MFMA 32x32x8), any strides, head dims that are multiples of "
-                 "32 up to 128 (dK/dV of the backward: 64), else portable kernels"
+                 "32: the forward up to 256, the backward up to 128, else portable kernels"
            : attn & CLKIT_FAST_PATH_NV_MMA
                ? "tensor cores (mma.sync) when q, k, v (and dO) have a contiguous head dimension "
                  "and 8-element-aligned strides, head dim <= 128 forward and backward, else "
@@ -212,8 +212,8 @@ static void print_routes(unsigned mm, unsigned attn, unsigned ce, const struct c
                : off);
     printf("  attention f32: %s\n",
            attn & CLKIT_FAST_PATH_AMD_MFMA
-               ? "AMD matrix cores (MFMA 32x32x2 f32), any strides, head dims 32 and 64, else "
-                 "portable kernels"
+               ? "AMD matrix cores (MFMA 32x32x2 f32), any strides, head dims that are multiples "
+                 "of 32: the forward up to 128, the backward up to 64, else portable kernels"
            : attn & CLKIT_FAST_PATH_NV_MMA
                ? "tensor cores as 3xTF32 (f32-accurate products) under the same conditions with "
                  "4-element-aligned strides, head dim <= 128 (backward <= 64 without sm_90's "

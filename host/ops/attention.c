@@ -405,17 +405,20 @@ static const mma_tiles matrix_bwd[] = {{128, 32, 4, 0, 0}, {64, 32, 2, 0, 0}};
 
 /* Registers a lane keeps (32-bit): held B fragments (d / 4 each for 16-bit elements, d / 2 for
    f32: the forward's queries, dQ's queries and dO, dK/dV's keys and values), head-dimension
-   accumulators (d / 2 each: o; dq; dk and dv) and scores (bn / 2 each: s; s and dp). Past
-   these bounds the offline builds spill (tests/compile_amd_matrix.sh): the forward at 144
-   (f32, D 128), dK/dV at 224 (f16, D 128). Local memory: the staged tiles, padded lines. */
+   accumulators (d / 2 each: o; dq; dk and dv) and scores (bn / 2 each: s; s and dp), within
+   the counts whose offline builds use no scratch (tests/compile_amd_matrix.sh assembles every
+   tile these rules allow). Local memory: the staged tiles in padded lines, within 64 KiB; the
+   backward program holds dK/dV and dQ built with one tile, so dQ's tile must fit dK/dV's
+   local memory too. */
 static int matrix_fits(const mma_tiles *t, int d, int es, int kernel)
 {
     int held = d * es / 8, pad = es == 4 ? 1 : 4;
     uint64_t rows = (uint64_t)t->bn * (uint64_t)(d + pad) * (uint64_t)es;
     uint64_t trans = (uint64_t)d * (uint64_t)(t->bn + pad) * (uint64_t)es;
-    if (kernel == MMA_FWD) return held + d / 2 + t->bn / 2 <= 128 && rows + trans <= 65536;
-    if (kernel == MMA_DQ) return 2 * held + d / 2 + t->bn <= 160 && 2 * rows + trans + 4u * t->bn <= 65536;
-    return 2 * held + d + t->bn <= 160 && 2 * (rows + trans) + 8u * t->bn <= 65536;
+    uint64_t dkdv_local = 2 * (rows + trans) + 8u * t->bn;
+    if (kernel == MMA_FWD) return held + d / 2 + t->bn / 2 <= 208 && rows + trans <= 65536;
+    if (kernel == MMA_DQ) return 2 * held + d / 2 + t->bn <= 256 && dkdv_local <= 65536;
+    return 2 * held + d + t->bn <= 256 && dkdv_local <= 65536;
 }
 
 static int matrix_pick(const problem *p, int kernel, mma_tiles *out)

@@ -467,7 +467,7 @@ static clkit_config wgmma(const int *shape, int group)
    spilled at wave32, all three with element-wise loads (a slice of 32 or more operands a lane
    staged in registers). */
 static const int mfma_shapes[][5] = {
-    {128, 128, 32, 2, 2}, {256, 128, 32, 4, 2}, {128, 256, 32, 2, 4}, {128, 128, 64, 2, 2},
+    {128, 128, 32, 2, 2}, {256, 128, 32, 4, 2}, {128, 256, 32, 2, 4},
     {128, 64, 32, 2, 2},  {64, 128, 32, 2, 2},  {64, 64, 64, 2, 2},   {64, 64, 32, 2, 2},
     {32, 64, 32, 1, 2},   {32, 32, 32, 1, 1},
 };
