@@ -832,13 +832,11 @@ typedef struct row {
    under it: a row that is no longer there is just one more override; a row its own rules
    refuse is reported and skipped, see check_rows). As written, under emulation the two 8-wave
    tiles take f32 only (for 16-bit operands their two stages and the emulation's operand
-   exchange, 2 KiB a wave, exceed 64 KiB of local memory), and 128 x 128 x 64 no dtype (its two
-   stages alone exceed it). */
+   exchange, 2 KiB a wave, exceed 64 KiB of local memory). */
 static const row mfma_rows[] = {
     {{128, 128, 32, 2, 2}, 8, RUN(F16, F32, "nnn", 1)},
     {{256, 128, 32, 4, 2}, 8, RUN(F32, F32, "nnn", 1, .batch = 2, .b_bcast = 1, .beta = 0.5f, .act = CLKIT_ACT_RELU)},
     {{128, 256, 32, 2, 4}, 8, RUN(F32, F32, "ttt", 0)},
-    {{128, 128, 64, 2, 2}, 8, RUN(BF16, BF16, "tnn", 1)},
     {{128, 64, 32, 2, 2}, 8, RUN(BF16, BF16, "tnn", 1, .beta = -0.5f, .act = CLKIT_ACT_LEAKY_RELU)},
     {{64, 128, 32, 2, 2}, 8, RUN(F16, F16, "ntn", 0, .beta = 2.0f, .act = CLKIT_ACT_RELU)},
     {{64, 64, 64, 2, 2}, 8, RUN(BF16, F32, "ttn", 1, .batch = 3, .a_bcast = 1)},
