@@ -29,26 +29,10 @@
 #include <string.h>
 #include <unistd.h>
 
-/* main asks PoCL for unoptimised builds through POCL_EXTRA_BUILD_FLAGS, and PoCL 3.1 then
-   leaks the options string it joins the flags to, once a build. Under LeakSanitizer (CI's
-   ASan run) the calls that build (clBuildProgram, clkit_matmul) are made with leak detection
-   off, on this thread and for their own allocations only: clkit's host code in them is
-   checked for leaks by the suites that run it without the flags (matmul, paths). */
-#if defined(__SANITIZE_ADDRESS__)
-#define AMD_TEST_LSAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define AMD_TEST_LSAN 1
-#endif
-#endif
-#ifdef AMD_TEST_LSAN
-#include <sanitizer/lsan_interface.h>
-#define BUILDS_BEGIN() __lsan_disable()
-#define BUILDS_END() __lsan_enable()
-#else
-#define BUILDS_BEGIN() ((void)0)
-#define BUILDS_END() ((void)0)
-#endif
+/* main asks PoCL for unoptimised builds (POCL_EXTRA_BUILD_FLAGS): the calls that build run
+   between tu_leaks_off and tu_leaks_on (util.h says why). */
+#define BUILDS_BEGIN() tu_leaks_off()
+#define BUILDS_END() tu_leaks_on()
 
 typedef struct clkit_embedded_source {
     const char *name;

@@ -145,3 +145,19 @@ int tu_run(Suite *s)
     srunner_free(sr);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
+
+#if defined(__SANITIZE_ADDRESS__)
+#define TU_LSAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TU_LSAN 1
+#endif
+#endif
+#ifdef TU_LSAN
+#include <sanitizer/lsan_interface.h>
+void tu_leaks_off(void) { __lsan_disable(); }
+void tu_leaks_on(void) { __lsan_enable(); }
+#else
+void tu_leaks_off(void) {}
+void tu_leaks_on(void) {}
+#endif
