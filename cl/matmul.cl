@@ -83,27 +83,6 @@ __kernel __attribute__((reqd_work_group_size(TILE, TILE, 1))) void matmul_tiled(
 #define A_CHUNK (BLOCK_M / (THREAD_M / AW))
 #define B_CHUNK (BLOCK_N / (THREAD_N / BW))
 
-/* Element e of the tile in load order -> (row, col) of the (BLOCK_M x BLOCK_K) A tile.
-   A_KMAJOR: k is A's contiguous dimension, so consecutive loads walk k. */
-inline int2 a_coord(int e)
-{
-#if A_KMAJOR
-    return (int2)(e / BLOCK_K, e % BLOCK_K);
-#else
-    return (int2)(e % BLOCK_M, e / BLOCK_M);
-#endif
-}
-
-/* (k, n) of the (BLOCK_K x BLOCK_N) B tile; B_NMAJOR: n is B's contiguous dimension. */
-inline int2 b_coord(int e)
-{
-#if B_NMAJOR
-    return (int2)(e / BLOCK_N, e % BLOCK_N);
-#else
-    return (int2)(e % BLOCK_K, e / BLOCK_K);
-#endif
-}
-
 /* Global -> registers: the A slice at k0. Vector loads only where the host proved the
    contiguous stride is 1 and offsets are aligned (VEC_A = 4); edges load element-wise. */
 INLINE void load_a(__global const A_T *A, long a_sm, long a_sk, int m_left, int k_left, int tid,

@@ -55,4 +55,28 @@ inline int2 tile_coords(int pid, int M, int N)
 }
 #endif
 
+#if defined(THREAD_M) || defined(WAVES_M)
+/* Element e of a tile in load order -> (m, k) of A's BLOCK_M x BLOCK_K slice, (k, n) of B's
+   BLOCK_K x BLOCK_N, for kernels that stage tiles through registers (matmul_blocked,
+   matmul_matrix): consecutive loads walk the operand's unit-stride dimension (A_KMAJOR: k is
+   A's; B_NMAJOR: n is B's). */
+inline int2 a_coord(int e)
+{
+#if A_KMAJOR
+    return (int2)(e / BLOCK_K, e % BLOCK_K);
+#else
+    return (int2)(e % BLOCK_M, e / BLOCK_M);
+#endif
+}
+
+inline int2 b_coord(int e)
+{
+#if B_NMAJOR
+    return (int2)(e / BLOCK_N, e % BLOCK_N);
+#else
+    return (int2)(e % BLOCK_K, e / BLOCK_K);
+#endif
+}
+#endif
+
 #endif

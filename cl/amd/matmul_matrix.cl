@@ -39,26 +39,6 @@
 #define A_LOADS (BLOCK_M * BLOCK_K / WG / VEC_A)
 #define B_LOADS (BLOCK_N * BLOCK_K / WG / VEC_B)
 
-/* Element e of a tile in load order -> (m, k) of A's BLOCK_M x BLOCK_K slice, (k, n) of B's
-   BLOCK_K x BLOCK_N: consecutive loads walk the operand's unit-stride dimension. */
-inline int2 a_coord(int e)
-{
-#if A_KMAJOR
-    return (int2)(e / BLOCK_K, e % BLOCK_K);
-#else
-    return (int2)(e % BLOCK_M, e / BLOCK_M);
-#endif
-}
-
-inline int2 b_coord(int e)
-{
-#if B_NMAJOR
-    return (int2)(e / BLOCK_N, e % BLOCK_N);
-#else
-    return (int2)(e % BLOCK_K, e / BLOCK_K);
-#endif
-}
-
 /* 16 bytes of operands: the vector loads' width where the host allows them (VEC_A, VEC_B). */
 #if A_DTYPE_IS_F32
 #define VEC 4
