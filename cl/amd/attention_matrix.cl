@@ -38,9 +38,9 @@
 #endif
 #include "amd/matrix.h"
 
-/* On RDNA3's WMMA these kernels spill at every head dim (gfx1100: 16 to 900 VGPRs, as their
-   16-element fragments and the pair exchanges of P stay live across unrolled steps):
-   docs/amd-matrix-cores.md. */
+/* MFMA only, for now: on RDNA3's WMMA (wave32), with P's B fragments completed from the pair
+   lane (a lane holds every other row), the forward assembles without scratch for gfx1100 but
+   the backward kernels spill (docs/amd-matrix-cores.md). */
 #if !defined(MATRIX_MFMA32)
 #error "attention runs on MFMA"
 #endif
