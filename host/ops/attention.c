@@ -396,7 +396,7 @@ static int mma_view(const clkit_tensor *t)
     return 1;
 }
 
-/* ---- AMD matrix cores (cl/amd/attention_matrix.cl: the forward, on MFMA) ---- */
+/* ---- AMD matrix cores (cl/amd/attention_matrix.cl: forward and backward, on MFMA) ---- */
 
 /* Rows held and streamed, waves of 64 (each holds 32 rows), the most held rows first: the
    forward's and dQ's held rows are queries, dK/dV's keys. */
@@ -632,7 +632,8 @@ static clkit_status tune(clkit_context *ctx, int bwd, call *c, const clkit_tune_
     const problem *p = &c->p;
     if (takes_mma(ctx, c, bwd))
         return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "attention: this problem runs on the tensor-core "
-                          "kernels, whose tiles are fixed (CLKIT_TENSOR_CORES=0 tunes the portable ones)");
+                          "kernels, whose tiles are fixed (CLKIT_TENSOR_CORES=0 or CLKIT_AMD_MATRIX=0 tunes the "
+                          "portable ones)");
     int len, n = 0;
     const tiles *list = tile_list(&ctx->props, bwd, &len);
     clkit_config cands[24], best;
