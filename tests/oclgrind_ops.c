@@ -7,6 +7,7 @@
 
 #include "clkit.h"
 #include "ref/ref.h"
+#include "util.h"
 
 static int failures;
 static double values[8192];
@@ -116,9 +117,9 @@ static void cross_entropies(clkit_context *ctx, clkit_dtype dt)
     o.reduction = CLKIT_REDUCTION_NONE;
     RUN(clkit_linear_cross_entropy(ctx, &x, &w, &b, &tg, &o, &per_token, &dx, &dw, &db));
     /* Several chunks, the last one ragged. */
-    setenv("CLKIT_LCE_CHUNK", "37", 1);
+    tu_setenv("CLKIT_LCE_CHUNK", "37");
     RUN(clkit_linear_cross_entropy(ctx, &x, &w, NULL, &tg, NULL, &loss, &dx, &dw, NULL));
-    unsetenv("CLKIT_LCE_CHUNK");
+    tu_unsetenv("CLKIT_LCE_CHUNK");
     clkit_tensor t[13] = {logits, dlogits, targets, loss, zl, x, w, b, dx, dw, db, tg, per_token};
     release(13, t);
 }

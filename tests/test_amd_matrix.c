@@ -47,15 +47,15 @@ static char *env_swap(const char *name, const char *value)
 {
     const char *was = getenv(name);
     char *saved = was ? strdup(was) : NULL;
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
+    if (value) tu_setenv(name, value);
+    else tu_unsetenv(name);
     return saved;
 }
 
 static void env_restore(const char *name, char *saved)
 {
-    if (saved) setenv(name, saved, 1);
-    else unsetenv(name);
+    if (saved) tu_setenv(name, saved);
+    else tu_unsetenv(name);
     free(saved);
 }
 
@@ -1161,7 +1161,7 @@ int main(void)
        optimisation (their unrolled instructions hold two barriers each), several times the
        whole suite's budget; unoptimised they take a few seconds, and the emulation's answers
        do not depend on it. A caller's own flags stay. */
-    setenv("POCL_EXTRA_BUILD_FLAGS", "-cl-opt-disable", 0);
+    if (!getenv("POCL_EXTRA_BUILD_FLAGS")) tu_setenv("POCL_EXTRA_BUILD_FLAGS", "-cl-opt-disable");
     Suite *s = suite_create("amd_matrix");
     TCase *tc = tu_tcase("amd_matrix");
     tcase_add_test(tc, layouts);

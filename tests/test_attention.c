@@ -417,9 +417,9 @@ START_TEST(amd_matrix_cores)
     /* Unoptimised PoCL builds take seconds where the emulated instructions' barriers made
        optimised ones take a minute; the answers are the same (and PoCL leaks: util.h). */
     int own_flags = getenv("POCL_EXTRA_BUILD_FLAGS") == NULL;
-    if (own_flags) setenv("POCL_EXTRA_BUILD_FLAGS", "-cl-opt-disable", 1);
-    setenv("CLKIT_AMD_EMULATE", "gfx942", 1);
-    setenv("CLKIT_BUILD_LOG", log, 1);
+    if (own_flags) tu_setenv("POCL_EXTRA_BUILD_FLAGS", "-cl-opt-disable");
+    tu_setenv("CLKIT_AMD_EMULATE", "gfx942");
+    tu_setenv("CLKIT_BUILD_LOG", log);
     clkit_context *ctx = tu_ctx();
     struct clkit_device_props p;
     TU_CHECK(clkit_device_props(ctx, &p));
@@ -453,9 +453,9 @@ START_TEST(amd_matrix_cores)
         ck_assert_msg(built_with(lines, "amd/attention_matrix.cl", bwd), "no MFMA backward was built");
     }
     clkit_context_release(ctx);
-    unsetenv("CLKIT_BUILD_LOG");
-    unsetenv("CLKIT_AMD_EMULATE");
-    if (own_flags) unsetenv("POCL_EXTRA_BUILD_FLAGS");
+    tu_unsetenv("CLKIT_BUILD_LOG");
+    tu_unsetenv("CLKIT_AMD_EMULATE");
+    if (own_flags) tu_unsetenv("POCL_EXTRA_BUILD_FLAGS");
     remove(log);
 }
 END_TEST
@@ -539,7 +539,7 @@ START_TEST(cached_tiles)
 {
     char dir[] = "/tmp/clkit-attention-XXXXXX";
     ck_assert(mkdtemp(dir) != NULL);
-    setenv("CLKIT_CACHE_DIR", dir, 1);
+    tu_setenv("CLKIT_CACHE_DIR", dir);
     clkit_context *ctx = tu_ctx();
     static const char *configs[] = {
         "BLOCK_M=16,BLOCK_N=8,THREAD_M=1,THREAD_N=2,SLICE_D=8,SLICE_N=2",
@@ -575,7 +575,7 @@ START_TEST(tuner)
 {
     char dir[] = "/tmp/clkit-attention-tune-XXXXXX";
     ck_assert(mkdtemp(dir) != NULL);
-    setenv("CLKIT_CACHE_DIR", dir, 1);
+    tu_setenv("CLKIT_CACHE_DIR", dir);
     clkit_context *ctx = tu_ctx();
     acase c = basic(CLKIT_F32, 32, 69, 45, 1);
     c.in = 's';
@@ -608,11 +608,11 @@ START_TEST(tuner)
     TU_EXPECT(CLKIT_ERR_NULL_ARGUMENT, clkit_tune_attention_forward(NULL, &q.t, &k.t, &v.t, &opt,
                                                                     &o.t, NULL, &topt));
 
-    setenv("CLKIT_AUTOTUNE", "1", 1);
+    tu_setenv("CLKIT_AUTOTUNE", "1");
     acase fresh = basic(CLKIT_F32, 32, 40, 40, 0);
     fresh.in = 's';
     check_case(ctx, &fresh);
-    unsetenv("CLKIT_AUTOTUNE");
+    tu_unsetenv("CLKIT_AUTOTUNE");
     ck_assert(tuned_entry(ctx, &fresh, "fwd") && tuned_entry(ctx, &fresh, "bwd"));
 
     drop(&q), drop(&k), drop(&v), drop(&o), drop(&lse), drop(&dout), drop(&dq), drop(&dk), drop(&dv);

@@ -264,7 +264,7 @@ START_TEST(size_cap)
                                   "00000000000000000000000000000003.clbin"};
     for (int i = 0; i < 3; i++) aged_file(dir, stale[i], 400000, (time_t)(30 - i) * 86400);
     aged_file(dir, "tuned.json", 2000000, 40 * 86400);
-    ck_assert(setenv("CLKIT_CACHE_MAX_MB", "1", 1) == 0);
+    ck_assert(tu_setenv("CLKIT_CACHE_MAX_MB", "1") == 0);
     clkit_context *ctx = ctx_in(dir);
     ck_assert_int_eq(run_adds(ctx), 0);
     clkit_context_release(ctx);
@@ -327,7 +327,7 @@ END_TEST
 /* add fails to build, naming what is wrong in its sources. */
 static void expect_source_error(const char *dir, const char *message)
 {
-    ck_assert(setenv("CLKIT_KERNEL_DIR", dir, 1) == 0);
+    ck_assert(tu_setenv("CLKIT_KERNEL_DIR", dir) == 0);
     clkit_context *ctx = ctx_in("");
     cl_mem b = ref_upload(ctx, CLKIT_F32, 64, NULL);
     ck_assert(b != NULL);
@@ -338,7 +338,7 @@ static void expect_source_error(const char *dir, const char *message)
                   clkit_last_error(ctx), message);
     clReleaseMemObject(b);
     clkit_context_release(ctx);
-    ck_assert(unsetenv("CLKIT_KERNEL_DIR") == 0);
+    ck_assert(tu_unsetenv("CLKIT_KERNEL_DIR") == 0);
 }
 
 /* An include cycle under CLKIT_KERNEL_DIR was reported as "kernel source add.cl not found". */
@@ -388,7 +388,7 @@ static int adds_beside_special_files(const char *kernels, const char *cache)
     if (pid == 0) {
         signal(SIGALRM, SIG_DFL); /* Check's handler would kill the whole process group */
         alarm(60);
-        setenv("CLKIT_KERNEL_DIR", kernels, 1);
+        tu_setenv("CLKIT_KERNEL_DIR", kernels);
         clkit_context *ctx = ctx_in(cache);
         int bad = run_adds(ctx);
         clkit_context_release(ctx);

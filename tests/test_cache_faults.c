@@ -472,7 +472,7 @@ static int run_tune(const char *dir, const char *shape, const char *out, const c
     if (pid == 0) {
         int o = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644), e = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (o < 0 || e < 0 || dup2(o, STDOUT_FILENO) < 0 || dup2(e, STDERR_FILENO) < 0) _exit(126);
-        setenv("CLKIT_CACHE_DIR", dir, 1);
+        tu_setenv("CLKIT_CACHE_DIR", dir);
         alarm(300);
         execl(tool, tool, "tune", "--op", "matmul", "--shapes", shape, "--budget", "0.001", (char *)NULL);
         _exit(127);
@@ -572,9 +572,9 @@ START_TEST(cache_path_is_a_file)
     path_in(file, sizeof file, dir, "not-a-dir");
     path_in(out, sizeof out, dir, "export.json");
     write_bytes(file, "x", 1);
-    ck_assert(setenv("CLKIT_CACHE_DIR", file, 1) == 0);
+    ck_assert(tu_setenv("CLKIT_CACHE_DIR", file) == 0);
     round_result r = faulty_round(NULL, out, "a cache path that is a file");
-    ck_assert(unsetenv("CLKIT_CACHE_DIR") == 0);
+    ck_assert(tu_unsetenv("CLKIT_CACHE_DIR") == 0);
     ck_assert_int_eq(r.before, CLKIT_LOOKUP_NONE);
     ck_assert_int_eq(r.stored, CLKIT_ERR_IO);
     ck_assert_int_eq(r.exported, CLKIT_ERR_IO);

@@ -122,8 +122,8 @@ START_TEST(kernel_dir_override)
                      " long yo, __global elem_t *o, long oo, long n) {\n"
                      "  for (long i = get_global_id(0); i < n; i += get_global_size(0))"
                      " STORE(o + oo, i, LOAD(x + xo, i) - LOAD(y + yo, i)); }\n");
-    setenv("CLKIT_KERNEL_DIR", dir, 1);
-    setenv("CLKIT_CACHE_DIR", "", 1);
+    tu_setenv("CLKIT_KERNEL_DIR", dir);
+    tu_setenv("CLKIT_CACHE_DIR", "");
     clkit_context *ctx = tu_ctx();
     double x[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, y[10] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, got[10];
     cl_mem bx = tu_buffer(ctx, CLKIT_F32, 10, x), by = tu_buffer(ctx, CLKIT_F32, 10, y);
@@ -146,7 +146,7 @@ START_TEST(kernel_dir_override)
     clkit_context_release(ctx);
     unlink(path);
     rmdir(dir);
-    unsetenv("CLKIT_KERNEL_DIR");
+    tu_unsetenv("CLKIT_KERNEL_DIR");
 }
 END_TEST
 
@@ -209,10 +209,10 @@ START_TEST(documented_device_values)
         for (int via_env = 0; via_env < 2; via_env++) {
             clkit_context *ctx = NULL;
             clkit_options opt = {0};
-            if (via_env) setenv("CLKIT_DEVICE", values[i], 1);
+            if (via_env) tu_setenv("CLKIT_DEVICE", values[i]);
             else opt.device = values[i];
             clkit_status s = clkit_context_create(&ctx, &opt);
-            unsetenv("CLKIT_DEVICE");
+            tu_unsetenv("CLKIT_DEVICE");
             ck_assert_msg(s == (expect ? CLKIT_OK : CLKIT_ERR_NO_DEVICE), "CLKIT_DEVICE=%s (%s): %s",
                           values[i], via_env ? "env" : "option", clkit_status_string(s));
             struct clkit_device_props p;
@@ -242,7 +242,7 @@ static void log_lines(const char *level, int *err_lines, int *out_bytes)
     ck_assert(ef >= 0 && of >= 0);
     pid_t pid = fork();
     if (pid == 0) {
-        setenv("CLKIT_LOG", level, 1);
+        tu_setenv("CLKIT_LOG", level);
         dup2(ef, 2), dup2(of, 1);
         clkit_context *ctx;
         clkit_options opt = {0};
@@ -289,11 +289,11 @@ START_TEST(documented_cache_and_config_values)
 {
     char dir[] = "/tmp/clkit-docdir-XXXXXX";
     ck_assert(mkdtemp(dir) != NULL);
-    setenv("CLKIT_CACHE_DIR", dir, 1);
+    tu_setenv("CLKIT_CACHE_DIR", dir);
     clkit_context *ctx = tu_ctx();
     ck_assert_str_eq(clkit_cache_dir(ctx), dir);
     clkit_context_release(ctx);
-    setenv("CLKIT_CACHE_DIR", "", 1);
+    tu_setenv("CLKIT_CACHE_DIR", "");
     ctx = tu_ctx();
     ck_assert_str_eq(clkit_cache_dir(ctx), "");
     double v[64];

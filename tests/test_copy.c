@@ -238,11 +238,11 @@ static int builds_of(const layout *lx, const layout *lo, const char *needle)
     int fd = mkstemp(path);
     ck_assert_int_ge(fd, 0);
     close(fd);
-    setenv("CLKIT_BUILD_LOG", path, 1);
+    tu_setenv("CLKIT_BUILD_LOG", path);
     clkit_context *ctx = tu_ctx();
     check_copy(ctx, CLKIT_F32, lx, CLKIT_F32, lo, "dispatch");
     clkit_context_release(ctx);
-    unsetenv("CLKIT_BUILD_LOG");
+    tu_unsetenv("CLKIT_BUILD_LOG");
     FILE *f = fopen(path, "r");
     char line[512];
     int hits = 0;

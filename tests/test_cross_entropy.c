@@ -774,13 +774,13 @@ static void lce_check(clkit_context *ctx, const lce_case *c, const char *what)
     cl_mem bdb = put(ctx, c->dt, &ldb, 0, v, NULL, &tdb);
     clkit_cross_entropy_options o = c->o;
     o.z_loss = c->zloss ? &tz : NULL;
-    if (c->chunk) setenv("CLKIT_LCE_CHUNK", c->chunk, 1);
-    if (c->tokens) setenv("CLKIT_LCE_TOKENS", c->tokens, 1);
+    if (c->chunk) tu_setenv("CLKIT_LCE_CHUNK", c->chunk);
+    if (c->tokens) tu_setenv("CLKIT_LCE_TOKENS", c->tokens);
     clkit_status s = clkit_linear_cross_entropy(ctx, &tx, &tw, c->bias ? &tb : NULL, &ty, &o, &tl,
                                                 c->dx ? &tdx : NULL, c->dw ? &tdw : NULL,
                                                 c->db ? &tdb : NULL);
-    unsetenv("CLKIT_LCE_CHUNK");
-    unsetenv("CLKIT_LCE_TOKENS");
+    tu_unsetenv("CLKIT_LCE_CHUNK");
+    tu_unsetenv("CLKIT_LCE_TOKENS");
     ck_assert_msg(s == CLKIT_OK, "%s: %s: %s", name, clkit_status_string(s), clkit_last_error(ctx));
 
     get(ctx, bl, CLKIT_F32, &ll, 0, nl, l_got, name);
@@ -1059,10 +1059,10 @@ START_TEST(linear_mean_vs_sum)
             cl_mem by = tu_buffer(ctx, CLKIT_I64, (size_t)t, yd);
             clkit_tensor tx = clkit_tensor_contiguous(bx, type, 2, xs), tw = clkit_tensor_contiguous(bw, type, 2, ws);
             clkit_tensor ty = clkit_tensor_contiguous(by, CLKIT_I64, 1, &t);
-            if (cases[i].chunk) setenv("CLKIT_LCE_CHUNK", cases[i].chunk, 1);
+            if (cases[i].chunk) tu_setenv("CLKIT_LCE_CHUNK", cases[i].chunk);
             lce_grads(ctx, &tx, &tw, &ty, CLKIT_REDUCTION_MEAN, mean);
             lce_grads(ctx, &tx, &tw, &ty, CLKIT_REDUCTION_SUM, sum);
-            unsetenv("CLKIT_LCE_CHUNK");
+            tu_unsetenv("CLKIT_LCE_CHUNK");
 
             char name[160];
             snprintf(name, sizeof name, "mean vs sum %s T %lld (%lld counted) D %lld V %lld chunk %s",
@@ -1131,13 +1131,13 @@ typedef struct lce_rerun {
 static void rerun_equal(clkit_context *ctx, const lce_rerun *r, const char *env, const char *value)
 {
     double l[2], *dw[2] = {r->dw1, r->dw2};
-    setenv(env, value, 1);
+    tu_setenv(env, value);
     for (int i = 0; i < 2; i++) {
         TU_CHECK(clkit_linear_cross_entropy(ctx, &r->x, &r->w, NULL, &r->y, NULL, &r->loss, &r->dx, &r->dw, NULL));
         tu_read(ctx, r->bl, CLKIT_F32, 1, &l[i]);
         tu_read(ctx, r->bdw, CLKIT_BF16, r->n, dw[i]);
     }
-    unsetenv(env);
+    tu_unsetenv(env);
     ck_assert_msg(l[0] == l[1] && memcmp(r->dw1, r->dw2, r->n * sizeof *r->dw1) == 0,
                   "%s=%s: reruns differ", env, value);
 }

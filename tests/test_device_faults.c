@@ -63,16 +63,16 @@ static void faulty_begin(faulty *f, const char *broken)
     snprintf(f->cache, sizeof f->cache, "/tmp/clkit-kcache-XXXXXX");
     ck_assert(mkdtemp(f->kernels) != NULL && mkdtemp(f->cache) != NULL);
     write_sources(f->kernels, broken);
-    setenv("CLKIT_KERNEL_DIR", f->kernels, 1);
-    setenv("CLKIT_CACHE_DIR", f->cache, 1);
+    tu_setenv("CLKIT_KERNEL_DIR", f->kernels);
+    tu_setenv("CLKIT_CACHE_DIR", f->cache);
     f->ctx = tu_ctx();
 }
 
 static void faulty_end(faulty *f)
 {
     clkit_context_release(f->ctx);
-    unsetenv("CLKIT_KERNEL_DIR");
-    unsetenv("CLKIT_CACHE_DIR");
+    tu_unsetenv("CLKIT_KERNEL_DIR");
+    tu_unsetenv("CLKIT_CACHE_DIR");
     tu_remove_tree(f->kernels);
     tu_remove_tree(f->cache);
 }
@@ -376,7 +376,7 @@ START_TEST(broken_common_header)
     char good[] = "/tmp/clkit-kgood-XXXXXX";
     ck_assert(mkdtemp(good) != NULL);
     write_sources(good, NULL);
-    setenv("CLKIT_KERNEL_DIR", good, 1);
+    tu_setenv("CLKIT_KERNEL_DIR", good);
     for (size_t i = 0; i < FAMILIES; i++) assert_recovered(f.ctx, i);
     faulty_end(&f);
     tu_remove_tree(good);
@@ -395,7 +395,7 @@ START_TEST(broken_second_program)
     assert_recovered(f.ctx, mm);
     size_t n;
     run_family(f.ctx, &families[lce], "cross_entropy.cl", &n);
-    unsetenv("CLKIT_KERNEL_DIR"); /* back to the embedded sources */
+    tu_unsetenv("CLKIT_KERNEL_DIR"); /* back to the embedded sources */
     assert_recovered(f.ctx, lce);
     faulty_end(&f);
 }
@@ -413,9 +413,9 @@ static clkit_status create_with_device(const char *want, clkit_context **ctx, ch
     fflush(stderr);
     int saved = dup(2);
     ck_assert(saved >= 0 && dup2(fd, 2) == 2);
-    setenv("CLKIT_DEVICE", want, 1);
+    tu_setenv("CLKIT_DEVICE", want);
     clkit_status s = clkit_context_create(ctx, NULL);
-    unsetenv("CLKIT_DEVICE");
+    tu_unsetenv("CLKIT_DEVICE");
     fflush(stderr);
     dup2(saved, 2);
     close(saved);
@@ -441,13 +441,13 @@ START_TEST(unknown_device)
         ck_assert_msg(strstr(err, bad[i]) != NULL, "CLKIT_DEVICE=%s: stderr does not name it: '%s'",
                       bad[i], err);
     }
-    setenv("CLKIT_DEVICE", "no-such-device-anywhere", 1);
+    tu_setenv("CLKIT_DEVICE", "no-such-device-anywhere");
     clkit_context *ctx = NULL;
     clkit_options opt = {0};
     opt.device = "0";
     ck_assert_int_eq(clkit_context_create(&ctx, &opt), CLKIT_OK);
     clkit_context_release(ctx);
-    unsetenv("CLKIT_DEVICE");
+    tu_unsetenv("CLKIT_DEVICE");
     /* Empty: the default device. */
     char err[4096];
     ck_assert_int_eq(create_with_device("", &ctx, err, sizeof err), CLKIT_OK);
@@ -472,7 +472,7 @@ START_TEST(tool_on_unknown_device)
     if (pid == 0) {
         dup2(fd, 1);
         dup2(fd, 2);
-        setenv("CLKIT_DEVICE", "no-such-device-anywhere", 1);
+        tu_setenv("CLKIT_DEVICE", "no-such-device-anywhere");
         execl(tool, "clkit", "check", (char *)NULL);
         _exit(127);
     }
@@ -524,12 +524,12 @@ START_TEST(scratch_refused)
 
     char chunk[32];
     snprintf(chunk, sizeof chunk, "%lld", (long long)v);
-    setenv("CLKIT_LCE_CHUNK", chunk, 1);
+    tu_setenv("CLKIT_LCE_CHUNK", chunk);
     TU_EXPECT(CLKIT_ERR_OUT_OF_MEMORY,
               clkit_linear_cross_entropy(ctx, &x, &w, NULL, &targets, NULL, &loss, NULL, NULL, NULL));
     ck_assert_msg(strstr(clkit_last_error(ctx), "scratch") != NULL, "%s", clkit_last_error(ctx));
     tu_assert_unchanged(ctx, bl, CLKIT_F32, 1, before);
-    unsetenv("CLKIT_LCE_CHUNK");
+    tu_unsetenv("CLKIT_LCE_CHUNK");
 
     /* The same call on 64 tokens, in the default chunks, against the reference. */
     const int64_t few = 64;

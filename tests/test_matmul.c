@@ -648,7 +648,7 @@ START_TEST(tuned_clblast_entry_keeps_to_its_layout)
 {
     char dir[] = "/tmp/clkit-blas-XXXXXX", path[64];
     ck_assert(mkdtemp(dir) != NULL);
-    setenv("CLKIT_CACHE_DIR", dir, 1);
+    tu_setenv("CLKIT_CACHE_DIR", dir);
     clkit_context *ctx = tu_ctx();
     operand a = make_strided(ctx, 64, 64, 64, 1, 1), c = make_strided(ctx, 64, 64, 64, 1, 2);
     clkit_matmul_options o = clkit_matmul_defaults();
@@ -675,14 +675,14 @@ START_TEST(autotune_on_first_use)
 {
     char dir[] = "/tmp/clkit-autotune-XXXXXX";
     ck_assert(mkdtemp(dir) != NULL);
-    setenv("CLKIT_CACHE_DIR", dir, 1);
-    setenv("CLKIT_AUTOTUNE", "1", 1);
+    tu_setenv("CLKIT_CACHE_DIR", dir);
+    tu_setenv("CLKIT_AUTOTUNE", "1");
     clkit_context *ctx = tu_ctx();
     run r = basic(24, 20, 12);
     r.opt.beta = 1.0f;
     r.lb = 't';
     check_run(ctx, &r, "autotuned call");
-    unsetenv("CLKIT_AUTOTUNE");
+    tu_unsetenv("CLKIT_AUTOTUNE");
     char path[128];
     snprintf(path, sizeof path, "%s/tuned.json", dir);
     FILE *f = fopen(path, "r");

@@ -85,14 +85,14 @@ START_TEST(switches)
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         const char *was = getenv(cases[i].env); /* the caller's own switch stays as it was */
         char *saved = was ? strdup(was) : NULL;
-        setenv(cases[i].env, "0", 1);
+        tu_setenv(cases[i].env, "0");
         ctx = tu_ctx();
         for (size_t f = 0; f < NFAMILIES; f++)
             ck_assert_msg(paths_of(ctx, families[f]) == (all[f] & ~cases[i].off), "%s=0: %s has paths %#x",
                           cases[i].env, families[f], paths_of(ctx, families[f]));
         clkit_context_release(ctx);
-        if (saved) setenv(cases[i].env, saved, 1);
-        else unsetenv(cases[i].env);
+        if (saved) tu_setenv(cases[i].env, saved);
+        else tu_unsetenv(cases[i].env);
         free(saved);
     }
 }
@@ -193,8 +193,8 @@ START_TEST(one_family_fails_alone)
     char kdir[] = "/tmp/clkit-paths-XXXXXX", cdir[] = "/tmp/clkit-pcache-XXXXXX";
     ck_assert(mkdtemp(kdir) != NULL && mkdtemp(cdir) != NULL);
     write_broken_sources(kdir);
-    setenv("CLKIT_KERNEL_DIR", kdir, 1);
-    setenv("CLKIT_CACHE_DIR", cdir, 1);
+    tu_setenv("CLKIT_KERNEL_DIR", kdir);
+    tu_setenv("CLKIT_CACHE_DIR", cdir);
     clkit_context *ctx = tu_ctx();
     unsigned all[NFAMILIES];
     paths_now(ctx, all);
@@ -211,7 +211,7 @@ START_TEST(one_family_fails_alone)
     check_attention(ctx);
     check_softmax(ctx);
     clkit_context_release(ctx);
-    unsetenv("CLKIT_KERNEL_DIR");
+    tu_unsetenv("CLKIT_KERNEL_DIR");
     tu_remove_tree(kdir);
     tu_remove_tree(cdir);
 }
@@ -248,7 +248,7 @@ START_TEST(kept_verdicts)
 {
     char cdir[] = "/tmp/clkit-verdict-XXXXXX";
     ck_assert(mkdtemp(cdir) != NULL);
-    setenv("CLKIT_CACHE_DIR", cdir, 1);
+    tu_setenv("CLKIT_CACHE_DIR", cdir);
     clkit_context *ctx = tu_ctx();
     char name[96];
     clkit_path_test_name(CLKIT_PATH_NV_MMA, CLKIT_FAMILY_ATTENTION, name, sizeof name);

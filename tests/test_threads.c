@@ -320,7 +320,7 @@ START_TEST(one_context_per_thread)
 {
     char dir[] = "/tmp/clkit-threads-XXXXXX";
     ck_assert(mkdtemp(dir) != NULL);
-    setenv("CLKIT_CACHE_DIR", dir, 1);
+    tu_setenv("CLKIT_CACHE_DIR", dir);
     ref_fill_random(values, NVALUES, CLKIT_F32, 0, 2, 1);
 
     job *base = new_job(0, NULL);
@@ -333,7 +333,7 @@ START_TEST(one_context_per_thread)
     /* A cache directory no thread has used: they all miss, build and write the same entries. */
     char fresh[sizeof dir + 8];
     snprintf(fresh, sizeof fresh, "%s/fresh", dir);
-    setenv("CLKIT_CACHE_DIR", fresh, 1);
+    tu_setenv("CLKIT_CACHE_DIR", fresh);
     job *jobs[THREADS];
     pthread_t th[THREADS];
     for (int t = 0; t < THREADS; t++) {
@@ -348,7 +348,7 @@ START_TEST(one_context_per_thread)
         free_job(jobs[t]);
     }
     free_job(base);
-    unsetenv("CLKIT_CACHE_DIR");
+    tu_unsetenv("CLKIT_CACHE_DIR");
     char cmd[sizeof dir + 16];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     ck_assert_int_eq(system(cmd), 0);

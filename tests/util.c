@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <ftw.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -161,3 +162,87 @@ void tu_leaks_on(void) { __lsan_enable(); }
 void tu_leaks_off(void) {}
 void tu_leaks_on(void) {}
 #endif
+
+/* PoCL's worker threads call getenv() while they run kernels, and glibc's setenv() frees the
+   environ array it replaces when a new name makes it grow: a suite that sets a new variable
+   while a kernel still runs can crash PoCL. These keep every array and string they replace
+   alive (and reachable, for LeakSanitizer), and change one pointer at a time. */
+extern char **environ;
+
+static struct {
+    char **kept[64];   /* environ arrays this file made, newest last */
+    size_t arrays, capacity;
+    char **strings;    /* every "name=value" made here */
+    size_t nstrings, string_capacity;
+} env;
+
+/* Not ck_assert: oclgrind_ops, which is no Check suite, uses these too. */
+static void env_need(int ok, const char *what)
+{
+    if (ok) return;
+    fprintf(stderr, "tu_setenv: %s\n", what);
+    abort();
+}
+
+static size_t env_count(void)
+{
+    size_t n = 0;
+    while (environ && environ[n]) n++;
+    return n;
+}
+
+/* The index of name in environ, or -1. */
+static long env_find(const char *name)
+{
+    size_t len = strlen(name);
+    for (size_t i = 0; environ && environ[i]; i++)
+        if (!strncmp(environ[i], name, len) && environ[i][len] == '=') return (long)i;
+    return -1;
+}
+
+/* Makes environ one of our arrays with room for one more name; the old array stays. */
+static void env_reserve(void)
+{
+    size_t n = env_count();
+    if (env.arrays && environ == env.kept[env.arrays - 1] && n + 1 < env.capacity) return;
+    env_need(env.arrays < sizeof env.kept / sizeof env.kept[0], "too many environment arrays");
+    size_t capacity = 2 * n + 64;
+    char **grown = calloc(capacity, sizeof *grown);
+    env_need(grown != NULL, "out of memory");
+    if (n) memcpy(grown, environ, n * sizeof *grown);
+    env.kept[env.arrays++] = grown;
+    env.capacity = capacity;
+    environ = grown;
+}
+
+static char *env_string(const char *name, const char *value)
+{
+    if (env.nstrings == env.string_capacity) {
+        env.string_capacity = env.string_capacity ? 2 * env.string_capacity : 64;
+        env.strings = realloc(env.strings, env.string_capacity * sizeof *env.strings);
+        env_need(env.strings != NULL, "out of memory");
+    }
+    size_t size = strlen(name) + strlen(value) + 2;
+    char *entry = malloc(size);
+    env_need(entry != NULL, "out of memory");
+    snprintf(entry, size, "%s=%s", name, value);
+    return env.strings[env.nstrings++] = entry;
+}
+
+int tu_setenv(const char *name, const char *value)
+{
+    env_reserve();
+    char *entry = env_string(name, value);
+    long at = env_find(name);
+    if (at >= 0) environ[at] = entry;
+    else environ[env_count()] = entry; /* the slot after it is already NULL */
+    return 0;
+}
+
+int tu_unsetenv(const char *name)
+{
+    env_reserve();
+    for (long at = env_find(name); at >= 0; at = env_find(name))
+        for (size_t i = (size_t)at; environ[i]; i++) environ[i] = environ[i + 1];
+    return 0;
+}

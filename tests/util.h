@@ -37,6 +37,10 @@ typedef struct tu_guard {
 tu_guard tu_guard_begin(void);
 void tu_guard_end(tu_guard *g);
 
+/* setenv(name, value, 1) and unsetenv(name) that are safe while PoCL runs kernels. */
+int tu_setenv(const char *name, const char *value);
+int tu_unsetenv(const char *name);
+
 /* Suites that ask PoCL for unoptimised builds (POCL_EXTRA_BUILD_FLAGS=-cl-opt-disable: the
    emulated AMD matrix kernels build in seconds instead of a minute) meet a PoCL 3.1 leak: the
    options string it joins the flags to, once a build. Under LeakSanitizer (CI's ASan run) their
