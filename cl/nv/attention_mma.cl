@@ -323,6 +323,27 @@ INLINE void softmax_acc(score_acc s, float m[FRAG_M][2], float l[FRAG_M][2], flo
         }
 }
 
+/* The forward's end: o = acc / l and lse = (m + log2 l) ln 2 for held rows below Lq. Rows
+   with no key at all (Lk = 0) get o = 0 and lse = -inf, as an empty softmax would. */
+INLINE void finish_rows(__global elem_t *out, long4 out_st, __global float *lse, long lse_head,
+                        long lse_row, held_acc acc, const float m[FRAG_M][2], const float l[FRAG_M][2],
+                        int row0, int col_lane, int Lq, int lane)
+{
+    #pragma unroll
+    for (int i = 0; i < FRAG_M; i++)
+        #pragma unroll
+        for (int hh = 0; hh < 2; hh++) {
+            float sum = quad_sum(l[i][hh]), inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+            int r = row0 + i * 16 + hh * 8;
+            if (lse && lane % 4 == 0 && r < Lq)
+                lse[lse_head + r * lse_row] = sum > 0.0f ? (m[i][hh] + log2(sum)) * LN2 : -INFINITY;
+            #pragma unroll
+            for (int dj = 0; dj < DF; dj++) acc[i][dj][2 * hh] *= inv, acc[i][dj][2 * hh + 1] *= inv;
+        }
+    store_held(out, out_st.s2, out_st.s3, acc, row0, col_lane, Lq, 1.0f);
+}
+
+#if !defined(WGMMA)
 /* Grid (B x Hq x MMA_WG, query blocks). q's tile is read into registers once; its local
    memory then holds K and V (HELD_LOCAL: q stays, K and V go after it). */
 __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_mma(
@@ -374,21 +395,139 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_mma(
         barrier(CLK_LOCAL_MEM_FENCE);
     }
 
-    /* Rows with no key at all (Lk = 0) get o = 0 and lse = -inf, as an empty softmax would. */
-    #pragma unroll
-    for (int i = 0; i < FRAG_M; i++)
-        #pragma unroll
-        for (int hh = 0; hh < 2; hh++) {
-            float sum = quad_sum(l[i][hh]), inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-            int r = row0 + i * 16 + hh * 8;
-            if (lse && lane % 4 == 0 && r < Lq)
-                lse[lse_off + b * lse_st.s0 + h * lse_st.s1 + r * lse_st.s2] =
-                    sum > 0.0f ? (m[i][hh] + log2(sum)) * LN2 : -INFINITY;
-            #pragma unroll
-            for (int dj = 0; dj < DF; dj++) acc[i][dj][2 * hh] *= inv, acc[i][dj][2 * hh + 1] *= inv;
-        }
-    store_held(o + HEAD(o, b, h), o_st.s2, o_st.s3, acc, row0, col_lane, Lq, 1.0f);
+    finish_rows(o + HEAD(o, b, h), o_st, lse, lse_off + b * lse_st.s0 + h * lse_st.s1, lse_st.s2,
+                acc, m, l, row0, col_lane, Lq, lane);
 }
+#endif
+
+#if defined(WGMMA)
+/* ---- Hopper: the forward on wgmma (-D WGMMA, sm_90; the host retargets the PTX to sm_90a) ----
+
+   Each warpgroup (four warps) holds 64 query rows of the block, WARPS / 4 warpgroups in all.
+   Both products are warpgroup MMAs: S = q K^T reads q and the key block from local memory
+   through descriptors, and O += P V takes P from the registers (the A fragments the score
+   accumulators become, as in the mma.sync kernel) and V from local memory, so no operand
+   passes through a fragment load. Every tile is stored in wgmma's 128-byte swizzle, cut into
+   panels of 64 head dims (128 bytes a row): q and K are K-major operands (the head dimension
+   reduced), V an N-major one read with the transpose flag. Key blocks are double-buffered:
+   block j + 1 lands while the warps compute block j. */
+#define PANEL_BYTES(rows) ((rows) * 128)
+#if defined(DTYPE_BF16)
+#define WG_TYPE ".bf16.bf16"
+#else
+#define WG_TYPE ".f16.f16"
+#endif
+
+/* rows x HEAD_DIM elements from src (row r at src + r * row_stride) into a tile of panels;
+   rows from `valid` on are zero-filled without reading. */
+INLINE void copy_panels(__local uchar *tile, __global const raw_t *src, long row_stride, int rows,
+                        int valid, int tid)
+{
+    #pragma unroll
+    for (int i = 0; i < rows * DCH / MMA_WG; i++) {
+        int e = i * MMA_WG + tid, r = e / DCH, c = e % DCH, ok = r < valid;
+        nv_cp_async16(tile + (c / 8) * PANEL_BYTES(rows) + nv_swizzle(r, c % 8, 8),
+                      src + (ok ? r * row_stride + c * CHUNK : 0), ok ? 16u : 0u);
+    }
+}
+
+/* s = (the warpgroup's 64 rows of q) x (the key block)^T: a 64 x BLOCK_N wgmma a 16 head
+   dims, 32 bytes along a panel's rows. */
+INLINE void wg_scores(float *s, __local const uchar *qs, __local const uchar *ks)
+{
+    #pragma unroll
+    for (int i = 0; i < BLOCK_N / 2; i++) s[i] = 0.0f;
+    nv_wgmma_fence();
+    #pragma unroll
+    for (int kd = 0; kd < HEAD_DIM / 16; kd++) {
+        ulong da = nv_wgmma_desc(qs + (kd / 4) * PANEL_BYTES(BLOCK_M) + (kd % 4) * 32, 16, 1024);
+        ulong db = nv_wgmma_desc(ks + (kd / 4) * PANEL_BYTES(BLOCK_N) + (kd % 4) * 32, 16, 1024);
+        CLKIT_CAT(NV_WGMMA_, BLOCK_N)(s, WG_TYPE, "0", "0", da, db);
+    }
+    nv_wgmma_commit();
+    NV_WGMMA_WAIT(0);
+    #pragma unroll
+    for (int i = 0; i < BLOCK_N / 2; i++) nv_pin(s + i);
+}
+
+/* acc = acc * alpha + P V: P's accumulator tiles 2kk and 2kk + 1 are the A fragment of the 16
+   keys of step kk; V's step is 16 rows of its panels, the panels LEAD apart along N. */
+INLINE void wg_rescale_product(float *acc, const float alpha[2], const float *p,
+                               __local const uchar *vs)
+{
+    uint a[BLOCK_N / 4];
+    #pragma unroll
+    for (int i = 0; i < BLOCK_N / 8; i++) {
+        a[2 * i] = PACK(p[4 * i], p[4 * i + 1]);
+        a[2 * i + 1] = PACK(p[4 * i + 2], p[4 * i + 3]);
+    }
+    #pragma unroll
+    for (int i = 0; i < HEAD_DIM / 2; i++) acc[i] *= alpha[(i / 2) % 2];
+    nv_wgmma_fence();
+    #pragma unroll
+    for (int kk = 0; kk < BLOCK_N / 16; kk++) {
+        ulong db = nv_wgmma_desc(vs + kk * 16 * 128, PANEL_BYTES(BLOCK_N), 1024);
+        CLKIT_CAT(NV_WGMMA_RS_, HEAD_DIM)(acc, WG_TYPE, "1", (a + 4 * kk), db);
+    }
+    nv_wgmma_commit();
+    NV_WGMMA_WAIT(0);
+    #pragma unroll
+    for (int i = 0; i < HEAD_DIM / 2; i++) nv_pin(acc + i);
+    #pragma unroll
+    for (int i = 0; i < BLOCK_N / 4; i++) __asm__ volatile("" : "+r"(a[i]) :: "memory");
+}
+
+/* Grid (B x Hq x MMA_WG, query blocks), as attn_fwd_mma. */
+__kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_wgmma(
+    IN(q), IN(k), IN(v), OUT(o), __global float *lse, long lse_off, long4 lse_st, int Hq,
+    int group, int Lq, int Lk, int causal, float scale2)
+{
+    /* wgmma's swizzle is a function of the address: every tile starts on 1024 bytes. */
+    __local uint4 words[(TILE_BYTES(BLOCK_M) + 4 * TILE_BYTES(BLOCK_N) + 1024) / 16];
+    __local uchar *qs = (__local uchar *)words + (1024 - nv_shared(words) % 1024) % 1024;
+    __local uchar *ks = qs + TILE_BYTES(BLOCK_M), *vs = ks + 2 * TILE_BYTES(BLOCK_N);
+    int tid = get_local_id(0), lane = tid % 32, wm = tid / 32 * 16, g = tid / 128;
+    int bh = grid_head(), b = bh / Hq, h = bh % Hq, m0 = query_block_start(Lq, causal);
+    int rows = min(BLOCK_M, Lq - m0), n_end = causal ? min(Lk, m0 + rows) : Lk;
+    int row0 = m0 + wm + lane / 4, col_lane = 2 * (lane % 4);
+    __global const raw_t *kg = (__global const raw_t *)(k + HEAD(k, b, h / group));
+    __global const raw_t *vg = (__global const raw_t *)(v + HEAD(v, b, h / group));
+    copy_panels(qs, (__global const raw_t *)(q + HEAD(q, b, h) + m0 * q_st.s2), q_st.s2, BLOCK_M, rows, tid);
+    if (n_end > 0) {
+        copy_panels(ks, kg, k_st.s2, BLOCK_N, min(BLOCK_N, Lk), tid);
+        copy_panels(vs, vg, v_st.s2, BLOCK_N, min(BLOCK_N, Lk), tid);
+    }
+    nv_cp_async_commit();
+
+    float m[1][2] = {{-INFINITY, -INFINITY}}, l[1][2] = {{0.0f, 0.0f}};
+    held_acc acc;
+    zero_held(acc);
+    for (int n0 = 0, j = 0; n0 < n_end; n0 += BLOCK_N, j++) {
+        int keys = min(BLOCK_N, Lk - n0), next = n0 + BLOCK_N;
+        __local uchar *kc = ks + (j % 2) * TILE_BYTES(BLOCK_N), *vc = vs + (j % 2) * TILE_BYTES(BLOCK_N);
+        /* Block j has landed, and every warpgroup is done with block j - 1, whose buffers
+           block j + 1 takes. */
+        NV_CP_ASYNC_WAIT(0);
+        nv_fence_proxy_async();
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (next < n_end) {
+            int o2 = ((j + 1) % 2) * TILE_BYTES(BLOCK_N), keys2 = min(BLOCK_N, Lk - next);
+            copy_panels(ks + o2, kg + next * k_st.s2, k_st.s2, BLOCK_N, keys2, tid);
+            copy_panels(vs + o2, vg + next * v_st.s2, v_st.s2, BLOCK_N, keys2, tid);
+        }
+        nv_cp_async_commit();
+        score_acc s;
+        wg_scores(&s[0][0][0], qs + g * PANEL_BYTES(64), kc);
+        if (keys < BLOCK_N || (causal && n0 + BLOCK_N - 1 > m0))
+            mask_acc(s, row0, n0 + col_lane, Lk, causal, 1);
+        float o_scale[1][2];
+        softmax_acc(s, m, l, o_scale, scale2);
+        wg_rescale_product(&acc[0][0][0], o_scale[0], &s[0][0][0], vc);
+    }
+    finish_rows(o + HEAD(o, b, h), o_st, lse, lse_off + b * lse_st.s0 + h * lse_st.s1, lse_st.s2,
+                acc, m, l, row0, col_lane, Lq, lane);
+}
+#endif
 #endif
 
 #if defined(ATTN_BWD)

@@ -283,6 +283,23 @@ NV_INLINE void nv_tma_load(__local void *dst, __global const ulong16 *map, int x
 #define NV_WGMMA_256(d, TYPE, TA, TB, a, b)                                                       \
     __asm__ volatile(NV_WGMMA_ASM(256, TYPE, TA, TB, NV_WG_D128, "128", "129")                  \
                      : NV_F64(d, 0), NV_F64(d, 64) : "l"(a), "l"(b))
+
+/* The same with a from registers: a[0..3] are the warp's m16n8k16 A fragment of its 16 rows
+   (attention's P, which so never leaves the registers), b from a descriptor. wgmma reads a
+   asynchronously as it does the accumulators: a kernel keeps both untouched until the wait. */
+#define NV_WGMMA_RS_ASM(n, TYPE, TB, regs, a0, a1, a2, a3, db)                                   \
+    NV_90A("wgmma.mma_async.sync.aligned.m64n" #n "k16.f32" TYPE " " regs ", {%" a0 ", %" a1     \
+           ", %" a2 ", %" a3 "}, %" db ", 1, 1, 1, " TB ";")
+#define NV_WG_A(a) "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3])
+#define NV_WGMMA_RS_64(d, TYPE, TB, a, b)                                                         \
+    __asm__ volatile(NV_WGMMA_RS_ASM(64, TYPE, TB, NV_WG_D32, "32", "33", "34", "35", "36")       \
+                     : NV_F32(d, 0) : NV_WG_A(a), "l"(b))
+#define NV_WGMMA_RS_128(d, TYPE, TB, a, b)                                                        \
+    __asm__ volatile(NV_WGMMA_RS_ASM(128, TYPE, TB, NV_WG_D64, "64", "65", "66", "67", "68")      \
+                     : NV_F64(d, 0) : NV_WG_A(a), "l"(b))
+#define NV_WGMMA_RS_256(d, TYPE, TB, a, b)                                                        \
+    __asm__ volatile(NV_WGMMA_RS_ASM(256, TYPE, TB, NV_WG_D128, "128", "129", "130", "131", "132") \
+                     : NV_F64(d, 0), NV_F64(d, 64) : NV_WG_A(a), "l"(b))
 #endif
 
 #endif

@@ -385,6 +385,32 @@ static int mma_pick(const struct clkit_device_props *dp, int d, size_t es, int k
     return 0;
 }
 
+/* Hopper's wgmma forward (attn_fwd_wgmma): two warpgroups of 64 query rows; the key block
+   by head dim, so that a lane's scores (bn / 2), output (d / 2) and P (bn / 4) fit its 255
+   registers (ptxas for sm_90a: D 64 168, D 128 247, D 256 255 with 28 bytes of spills).
+   Local memory: q, and two stages of K and V, 1024-aligned. */
+static const mma_tiles wgmma_fwd[] = {{128, 128, 8, 128, 0}, {128, 64, 8, 256, 0}};
+
+static uint64_t wgmma_local(const mma_tiles *t, int d)
+{
+    return 2 * (uint64_t)d * (uint64_t)(t->bm + 4 * t->bn) + 1024;
+}
+
+/* The forward's wgmma tile for 16-bit head dims 64 to 256; 0 when none fits. */
+static int wgmma_pick(const clkit_context *ctx, const problem *p, mma_tiles *out)
+{
+    int d = (int)p->d;
+    if (p->dtype == CLKIT_F32 || d < 64 || !clkit_path_allowed(ctx, CLKIT_PATH_NV_WGMMA, CLKIT_FAMILY_ATTENTION))
+        return 0;
+    for (size_t i = 0; i < NTILES(wgmma_fwd); i++)
+        if (d <= wgmma_fwd[i].max_d && wgmma_local(&wgmma_fwd[i], d) <= ctx->props.local_mem_static &&
+            (size_t)wgmma_fwd[i].warps * 32 <= ctx->props.max_work_group) {
+            *out = wgmma_fwd[i];
+            return 1;
+        }
+    return 0;
+}
+
 /* cp.async moves 16-byte chunks along the head dimension: it must be contiguous, and every
    other stride and the offset must keep chunks 16-byte aligned. */
 static int mma_view(const clkit_tensor *t)
@@ -435,7 +461,14 @@ static int matrix_pick(const problem *p, int kernel, mma_tiles *out)
     return 0;
 }
 
-enum { ON_NV = 1, ON_AMD = 2 }; /* on[i] of a kernel on the fast path */
+enum { ON_NV = 1, ON_AMD = 2, ON_WGMMA = 3 }; /* on[i] of a kernel on the fast path */
+
+/* A kernel's NVIDIA tile: wgmma's where it has one (the forward), else mma.sync's. */
+static int nv_pick(const clkit_context *ctx, const problem *p, int kind, mma_tiles *out)
+{
+    if (kind == MMA_FWD && wgmma_pick(ctx, p, out)) return ON_WGMMA;
+    return mma_pick(&ctx->props, (int)p->d, clkit_dtype_size(p->dtype), kind, out) ? ON_NV : 0;
+}
 
 /* How many of the kernels kinds[0..n) run on the tensor cores for this problem and device:
    on[i] says which (and whose), with its tiles in out[i]. The views decide for all of them;
@@ -455,7 +488,7 @@ static int mma_choice(const clkit_context *ctx, const problem *p, const clkit_te
     for (int i = 0; i < nin; i++)
         if (!mma_view(ins[i])) return 0;
     for (int i = 0; i < n; i++)
-        count += on[i] = mma_pick(&ctx->props, (int)p->d, clkit_dtype_size(p->dtype), kinds[i], &out[i]) ? ON_NV : 0;
+        count += (on[i] = nv_pick(ctx, p, kinds[i], &out[i])) != 0;
     return count;
 }
 
@@ -503,8 +536,11 @@ static clkit_status plan_attention(clkit_context *ctx, void *arg, size_t wg_limi
     int i = ps->i;
     const mma_tiles *mt = &ps->mt[i];
     bool delta = strcmp(ps->names_portable[i], "attn_bwd_delta") == 0;
-    bool amd = ps->on[i] == ON_AMD;
-    clkit_path path = amd ? CLKIT_PATH_AMD_MFMA : CLKIT_PATH_NV_MMA;
+    /* After a wgmma build failure the kernel takes mma.sync's tile. */
+    if (ps->on[i] == ON_WGMMA && !clkit_path_allowed(ctx, CLKIT_PATH_NV_WGMMA, CLKIT_FAMILY_ATTENTION))
+        ps->on[i] = nv_pick(ctx, ps->p, MMA_FWD, &ps->mt[i]);
+    bool amd = ps->on[i] == ON_AMD, wg = ps->on[i] == ON_WGMMA;
+    clkit_path path = amd ? CLKIT_PATH_AMD_MFMA : wg ? CLKIT_PATH_NV_WGMMA : CLKIT_PATH_NV_MMA;
     size_t wave = amd ? 64 : 32;
     bool mma = ps->on[i] && clkit_path_allowed(ctx, path, CLKIT_FAMILY_ATTENTION) &&
                (!wg_limit || delta || (size_t)mt->warps * wave <= wg_limit);
@@ -516,7 +552,9 @@ static clkit_status plan_attention(clkit_context *ctx, void *arg, size_t wg_limi
         const char *name = ps->names_mma[i];
         size_t stem = strlen(name) - (amd && !delta ? 4 : 0);
         snprintf(plan->name, sizeof plan->name, "%.*s%s", (int)stem, name, amd && !delta ? "_matrix" : "");
+        if (wg) snprintf(plan->name, sizeof plan->name, "attn_fwd_wgmma");
         mma_options(ps->p, ps->bwd, mt, plan->options, sizeof plan->options);
+        if (wg) strncat(plan->options, " -D WGMMA", sizeof plan->options - strlen(plan->options) - 1);
         if (amd) {
             size_t used = strlen(plan->options);
             snprintf(plan->options + used, sizeof plan->options - used, " -D WAVE=64 -D MATRIX_MFMA32%s",
