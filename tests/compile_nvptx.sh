@@ -7,7 +7,8 @@
 # tf32_shapes table with f32 operands, TF32 and 3xTF32) in every operand layout, linear +
 # cross-entropy's fused tiles (host/ops/cross_entropy.c) with their epilogues, and those of host/ops/attention.c
 # (mma_fwd, mma_dkdv, mma_dq in both 16-bit dtypes; their _f32 tables in f32) for each head dim
-# they serve whose tiles fit the architecture's local memory; and softmax's and layer norm's
+# they serve whose tiles fit the architecture's local memory, and its wgmma_fwd tiles for sm_90a;
+# and softmax's and layer norm's
 # warp-shuffle builds. Prints "nvptx-compile: N passed, M failed"; exits nonzero on any failure.
 # Usage: tests/compile_nvptx.sh [CLANG=clang-19]
 set -u
@@ -183,6 +184,33 @@ attention() {
     done
   done
 }
+# attention_wgmma: each tile (BLOCK_M, BLOCK_N, WARPS, largest head dim, -) of host/ops/attention.c's
+# wgmma_fwd table for the head dims it serves (those above the previous tile's), in each 16-bit
+# dtype, for sm_90a: the forward's products overlap its softmax only if ptxas keeps the wgmma
+# asynchronous, so a serialised build fails.
+attention_wgmma() {
+  local tiles lo=32 d
+  tiles=$(table "$root/host/ops/attention.c" wgmma_fwd)
+  [ -n "$tiles" ] || { echo "no wgmma_fwd table in host/ops/attention.c"; fail=$((fail + 1)); }
+  for t in $tiles; do
+    IFS=, read -r bm bn w maxd _ <<<"$t"
+    for d in 64 128 256; do
+      [ "$d" -gt "$lo" ] && [ "$d" -le "$maxd" ] || continue
+      for dt in F16 BF16; do
+        built=""
+        build "attention fwd wgmma ${bm}x${bn} w$w d$d $dt" 90a nv/attention_mma.cl -D "DTYPE_$dt" \
+          -D ATTN_FWD -D WGMMA -D HEAD_DIM="$d" -D BLOCK_M="$bm" -D BLOCK_N="$bn" -D WARPS="$w"
+        if [[ "$built" == *serialized* ]]; then
+          echo "FAIL: attention fwd wgmma ${bm}x${bn} d$d $dt: ptxas serialised its wgmma"
+          pass=$((pass - 1)) fail=$((fail + 1))
+        fi
+      done
+    done
+    lo=$maxd
+  done
+}
+attention_wgmma
+
 # The warp-shuffle reductions of softmax and layer norm (cl/nv/shuffle.h, which the host
 # enables on NVIDIA unless SOFTMAX_PORTABLE / LN_PORTABLE): a team within one warp and one of
 # many warps, the row kernels and the long-row ones, in each dtype (16-byte vectors), for sm_80

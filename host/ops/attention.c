@@ -386,10 +386,11 @@ static int mma_pick(const struct clkit_device_props *dp, int d, size_t es, int k
 }
 
 /* Hopper's wgmma forward (attn_fwd_wgmma): two warpgroups of 64 query rows; the key block
-   by head dim, so that a lane's scores (bn / 2), output (d / 2) and P (bn / 4) fit its 255
-   registers (ptxas for sm_90a: D 64 168, D 128 247, D 256 255 with 28 bytes of spills).
-   Local memory: q, and two stages of K and V, 1024-aligned. */
-static const mma_tiles wgmma_fwd[] = {{128, 128, 8, 128, 0}, {128, 64, 8, 256, 0}};
+   by head dim, so that a lane's scores (bn / 2), output (d / 2) and two buffers of P (bn / 4
+   each) fit its 255 registers (ptxas for sm_90a: D 64 254, D 128 218, D 256 254 with 8 bytes
+   of spills; D 128 with 128 keys spilled 208 bytes, D 256 with 64 keys 280). Local memory:
+   q, and two stages of K and V, 1024-aligned. */
+static const mma_tiles wgmma_fwd[] = {{128, 128, 8, 64, 0}, {128, 64, 8, 128, 0}, {128, 32, 8, 256, 0}};
 
 static uint64_t wgmma_local(const mma_tiles *t, int d)
 {
