@@ -42,6 +42,10 @@ that no repeat accumulates into the previous gradients. Both in TFLOP/s as the t
 them (4 B H L^2 D, halved when causal; the backward 2.5 times that) and ms; f32 with TF32 off
 in cuBLAS and cuDNN, as clkit computes in f32.
 
+decode is the same SDPA on a few queries (B, Hq, Lq, D) against k and v (B, Hkv, Lk, D) with
+enable_gqa, ".causal" bottom-right (torch.nn.attention.bias.causal_lower_right), in GB/s of
+K, V, q and o.
+
 For the targets of TARGETS.md:
 
     CLKIT_DEVICE=nvidia build/tools/clkit bench --op layernorm --csv > ln-f32.csv
@@ -60,7 +64,7 @@ import csv
 import sys
 
 OPS = ("add", "softmax", "dropout", "copy", "grayscale", "matmul", "layernorm",
-       "layernorm_backward", "linear_cross_entropy", "attention", "attention_backward")
+       "layernorm_backward", "linear_cross_entropy", "attention", "attention_backward", "decode")
 # --op FAMILY runs each op of it, as `clkit bench --op` does.
 FAMILIES = {"layernorm": ("layernorm", "layernorm_backward"),
             "attention": ("attention", "attention_backward")}
@@ -148,6 +152,15 @@ def matmul_cases(dtype, quick):
     return cases + [make_matmul(dtype, cube, cube, cube, batch, shared) for shared in (0, 1)]
 
 
+def make_decode(dtype, b, hq, hkv, lq, lk, d, causal=False):
+    """B x Hq x Hkv x Lq x Lk x D[.causal] as clkit spells it: a forward of a few queries
+    against a KV cache (causal: bottom-right, the last query sees every key), in GB/s of what
+    it must read and write (K, V, q and o)."""
+    moved = (2 * b * hkv * lk * d + 2 * b * hq * lq * d) * ELEMENT_SIZE[dtype]
+    return Case("decode", dtype, f"{b}x{hq}x{hkv}x{lq}x{lk}x{d}" + (".causal" if causal else ""),
+                moved, "gbps", (b, hq, hkv, lq, lk, d))
+
+
 def cases(op, dtype, quick):
     """The shapes of `clkit bench` (tools/ops.c), softmax and layernorm thinned out."""
     stream = [1 << e for e in (range(12, 21, 4) if quick else range(12, 28))]
@@ -172,6 +185,10 @@ def cases(op, dtype, quick):
     if op == "linear_cross_entropy":
         shapes = [(512, 128, 1000)] if quick else [(32768, 384, 32768), (8192, 4096, 128256)]
         return [make_lce(dtype, *s) for s in shapes]
+    if op == "decode":
+        shapes = [(1, 8, 2, 1, 4096, 64)] if quick else [(8, 32, 8, 1, 32768, 128),
+                                                          (8, 32, 8, 4, 32768, 128)]
+        return [make_decode(dtype, *s) for s in shapes]
     if op in ("attention", "attention_backward"):
         shapes = [(1, 2, 256, 64)] if quick else [
             (b, h, 512 * i, d) for b, h, d in ATTENTION_CONFIGS for i in range(1, 17)]
@@ -193,6 +210,8 @@ def cases_of(op, dtype, text):
         return [make_lce(dtype, *dims)]
     if op in ("attention", "attention_backward"):
         return [make_attention(op, dtype, *dims, causal="causal" in suffixes)]
+    if op == "decode":
+        return [make_decode(dtype, *dims, causal="causal" in suffixes)]
     if op == "grayscale":
         return [make_case(op, t, dims) for t in (["f32"] if dtype == "f32" else []) + ["u8"]]
     return [make_case(op, dtype, dims, transposed="T" in suffixes)]
@@ -253,6 +272,11 @@ def peer_function(case, torch):
         return lambda x, w, targets: F.cross_entropy(x @ w.t(), targets)
     if case.op in ("attention", "attention_backward"):
         return lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=case.causal)
+    if case.op == "decode":
+        from torch.nn.attention.bias import causal_lower_right
+        lq, lk = case.dims[3], case.dims[4]
+        mask = causal_lower_right(lq, lk) if case.causal else None
+        return lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
     if case.op == "add":
         return lambda x, y: x + y
     if case.op == "softmax":
@@ -297,6 +321,9 @@ def peer_inputs(case, torch):
         weight = (rand(v, d) * d ** -0.5).requires_grad_()
         return (rand(t, d).requires_grad_(), weight,
                 torch.randint(0, v, (t,), device="cuda"))
+    if case.op == "decode":
+        b, hq, hkv, lq, lk, d = case.dims
+        return (rand(b, hq, lq, d), rand(b, hkv, lk, d), rand(b, hkv, lk, d))
     if case.op in ("attention", "attention_backward"):
         qkv = tuple(rand(*case.dims).requires_grad_() for _ in range(3))
         return qkv + ((rand(*case.dims),) if case.op == "attention_backward" else ())

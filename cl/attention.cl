@@ -121,17 +121,21 @@ INLINE void stage_rows(__local float *dst, __global const elem_t *src, long rs, 
     }
 }
 
-/* f[r] = mul * src[r * stride] for r < n (zero from `valid` on): per-row statistics. */
+/* f[r] = src[r * stride] for r < n (zero from `valid` on): per-row statistics; lse in log2
+   units (lse2_of) where `lse`. */
 INLINE void stage_stat(__local float *f, __global const float *src, long stride, int valid, int n,
-                       float mul, int tid)
+                       int lse, int tid)
 {
-    for (int r = tid; r < n; r += WG) f[r] = r < valid ? mul * src[r * stride] : 0.0f;
+    for (int r = tid; r < n; r += WG) {
+        float x = r < valid ? src[r * stride] : 0.0f;
+        f[r] = lse ? lse2_of(x) : x;
+    }
 }
 
 /* Sets to -inf the scores of this work-item's micro-tile that are masked: a streamed row at or
-   past `limit`, or with causal, a key after its query. Rows of the tile are queries
-   (keys_across) or keys. */
-INLINE void mask_scores(float *s, int r0, int c0, int limit, int causal, int keys_across, int tr,
+   past `limit`, or a key hidden from its query (diag: cl/attention.h's hidden). Rows of the
+   tile are queries (keys_across) or keys. */
+INLINE void mask_scores(float *s, int r0, int c0, int limit, int diag, int keys_across, int tr,
                         int tc)
 {
     #pragma unroll
@@ -139,8 +143,8 @@ INLINE void mask_scores(float *s, int r0, int c0, int limit, int causal, int key
         #pragma unroll
         for (int j = 0; j < THREAD_N; j++) {
             int r = r0 + row_of(tr, i), c = c0 + col_of(tc, j);
-            int after = keys_across ? c > r : r > c;
-            if (c >= limit || (causal && after)) s[i * THREAD_N + j] = -INFINITY;
+            int masked = keys_across ? hidden(c, r, diag) : hidden(r, c, diag);
+            if (c >= limit || masked) s[i * THREAD_N + j] = -INFINITY;
         }
 }
 
@@ -225,14 +229,14 @@ INLINE void add_pv(float *acc, __local const float *pt, __local float *vs, __glo
 /* Grid (B x Hq x WG, query blocks), ordered by query_block_start. */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_fwd(
     IN(q), IN(k), IN(v), OUT(o), __global float *lse, long lse_off, long4 lse_st, int Hq,
-    int group, int Lq, int Lk, int causal, float scale2)
+    int group, int Lq, int Lk, int diag, float scale2)
 {
     __local float4 words[FWD_WORDS / 4];
     __local float *qt = (__local float *)words, *pt = qt + HEAD_DIM * BLOCK_M;
     __local float *kv = pt + BLOCK_N * LDM, *red = kv + KV_WORDS;
     int tid = get_local_id(0), tr = tid / C_T, tc = tid % C_T;
-    int bh = grid_head(), b = bh / Hq, h = bh % Hq, m0 = query_block_start(Lq, causal);
-    int rows = min(BLOCK_M, Lq - m0), n_end = causal ? min(Lk, m0 + rows) : Lk;
+    int bh = grid_head(), b = bh / Hq, h = bh % Hq, m0 = query_block_start(Lq, diag < Lk);
+    int rows = min(BLOCK_M, Lq - m0), n_end = keys_end(m0, rows, Lk, diag);
     q += HEAD(q, b, h) + m0 * q_st.s2;
     k += HEAD(k, b, h / group);
     v += HEAD(v, b, h / group);
@@ -245,8 +249,8 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_fwd(
         int keys = min(BLOCK_N, Lk - n0);
         float s[THREAD_M * THREAD_N] = {0.0f};
         scores(s, qt, kv, k + n0 * k_st.s2, k_st.s2, k_st.s3, keys, tid, tr, tc);
-        if (keys < BLOCK_N || (causal && n0 + BLOCK_N - 1 > m0))
-            mask_scores(s, m0, n0, Lk, causal, 1, tr, tc);
+        if (keys < BLOCK_N || hidden(n0 + BLOCK_N - 1, m0, diag))
+            mask_scores(s, m0, n0, Lk, diag, 1, tr, tc);
         softmax_step(s, m, l, acc, pt, red, tr, tc);
         add_pv(acc, pt, kv, v + n0 * v_st.s2, v_st.s2, v_st.s3, keys, tid, tr, tc);
     }
@@ -298,7 +302,7 @@ INLINE void two_scores(float *s, float *dp, __local const float *a1, __local con
    dS = P (dP - delta), then dQ += dS K. dQ = scale * sum. */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_bwd_dq(
     IN(q), IN(k), IN(v), IN(dout), __global const float *lse, long lse_off, long4 lse_st,
-    __global const float *delta, OUT(dq), int Hq, int group, int Lq, int Lk, int causal,
+    __global const float *delta, OUT(dq), int Hq, int group, int Lq, int Lk, int diag,
     float scale2, float scale)
 {
     __local float4 words[DQ_WORDS / 4];
@@ -306,8 +310,8 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_bwd_dq(
     __local float *dst = dot + HEAD_DIM * BLOCK_M, *kv = dst + BLOCK_N * LDM;
     __local float *lse2 = kv + MAX(2 * SLICE_D * LDN, SLICE_N * LDD), *dlt = lse2 + BLOCK_M;
     int tid = get_local_id(0), tr = tid / C_T, tc = tid % C_T;
-    int bh = grid_head(), b = bh / Hq, h = bh % Hq, m0 = query_block_start(Lq, causal);
-    int rows = min(BLOCK_M, Lq - m0), n_end = causal ? min(Lk, m0 + rows) : Lk;
+    int bh = grid_head(), b = bh / Hq, h = bh % Hq, m0 = query_block_start(Lq, diag < Lk);
+    int rows = min(BLOCK_M, Lq - m0), n_end = keys_end(m0, rows, Lk, diag);
     q += HEAD(q, b, h) + m0 * q_st.s2;
     dout += HEAD(dout, b, h) + m0 * dout_st.s2;
     k += HEAD(k, b, h / group);
@@ -315,8 +319,8 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_bwd_dq(
     stage_t(qt, BLOCK_M, q, q_st.s2, q_st.s3, rows, BLOCK_M, HEAD_DIM, scale2, tid);
     stage_t(dot, BLOCK_M, dout, dout_st.s2, dout_st.s3, rows, BLOCK_M, HEAD_DIM, 1.0f, tid);
     stage_stat(lse2, lse + lse_off + b * lse_st.s0 + h * lse_st.s1 + m0 * lse_st.s2, lse_st.s2,
-               rows, BLOCK_M, LOG2E, tid);
-    stage_stat(dlt, delta + (long)bh * Lq + m0, 1, rows, BLOCK_M, 1.0f, tid);
+               rows, BLOCK_M, 1, tid);
+    stage_stat(dlt, delta + (long)bh * Lq + m0, 1, rows, BLOCK_M, 0, tid);
 
     float acc[THREAD_M * THREAD_D] = {0.0f};
     for (int n0 = 0; n0 < n_end; n0 += BLOCK_N) {
@@ -324,8 +328,8 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_bwd_dq(
         float s[THREAD_M * THREAD_N] = {0.0f}, dp[THREAD_M * THREAD_N] = {0.0f};
         two_scores(s, dp, qt, dot, kv, kv + SLICE_D * LDN, k + n0 * k_st.s2, k_st.s2, k_st.s3,
                    v + n0 * v_st.s2, v_st.s2, v_st.s3, keys, tid, tr, tc);
-        if (keys < BLOCK_N || (causal && n0 + BLOCK_N - 1 > m0))
-            mask_scores(s, m0, n0, Lk, causal, 1, tr, tc);
+        if (keys < BLOCK_N || hidden(n0 + BLOCK_N - 1, m0, diag))
+            mask_scores(s, m0, n0, Lk, diag, 1, tr, tc);
         #pragma unroll
         for (int i = 0; i < THREAD_M; i++) {
             int r = row_of(tr, i);
@@ -354,7 +358,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_bwd_dq(
    dS^T = P^T (dP^T - delta), then dV += P^T dO and dK += dS^T Q. dK = scale * sum. */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_bwd_dkdv(
     IN(q), IN(k), IN(v), IN(dout), __global const float *lse, long lse_off, long4 lse_st,
-    __global const float *delta, OUT(dk), OUT(dv), int Hq, int group, int Lq, int Lk, int causal,
+    __global const float *delta, OUT(dk), OUT(dv), int Hq, int group, int Lq, int Lk, int diag,
     float scale2, float scale)
 {
     __local float4 words[DKDV_WORDS / 4];
@@ -371,21 +375,21 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_bwd_dkdv(
     stage_t(vt, BLOCK_M, v, v_st.s2, v_st.s3, rows, BLOCK_M, HEAD_DIM, 1.0f, tid);
 
     float dk_acc[THREAD_M * THREAD_D] = {0.0f}, dv_acc[THREAD_M * THREAD_D] = {0.0f};
-    /* With causal, queries before the first key see none of the block. */
-    int n_start = causal ? m0 / BLOCK_N * BLOCK_N : 0;
+    /* Queries before the first that sees key m0 see none of the block. */
+    int n_start = queries_start(m0, diag);
     for (int h = g * group; h < (g + 1) * group; h++) {
         __global const elem_t *qh = q + HEAD(q, b, h), *dh = dout + HEAD(dout, b, h);
         __global const float *lh = lse + lse_off + b * lse_st.s0 + h * lse_st.s1;
         __global const float *delh = delta + ((long)b * Hq + h) * Lq;
         for (int n0 = n_start; n0 < Lq; n0 += BLOCK_N) {
             int queries = min(BLOCK_N, Lq - n0);
-            stage_stat(lse2, lh + n0 * lse_st.s2, lse_st.s2, queries, BLOCK_N, LOG2E, tid);
-            stage_stat(dlt, delh + n0, 1, queries, BLOCK_N, 1.0f, tid);
+            stage_stat(lse2, lh + n0 * lse_st.s2, lse_st.s2, queries, BLOCK_N, 1, tid);
+            stage_stat(dlt, delh + n0, 1, queries, BLOCK_N, 0, tid);
             float s[THREAD_M * THREAD_N] = {0.0f}, dp[THREAD_M * THREAD_N] = {0.0f};
             two_scores(s, dp, kt, vt, s1, s1 + SLICE_D * LDN, qh + n0 * q_st.s2, q_st.s2, q_st.s3,
                        dh + n0 * dout_st.s2, dout_st.s2, dout_st.s3, queries, tid, tr, tc);
-            if (queries < BLOCK_N || (causal && m0 + BLOCK_M - 1 > n0))
-                mask_scores(s, m0, n0, Lq, causal, 0, tr, tc);
+            if (queries < BLOCK_N || hidden(m0 + BLOCK_M - 1, n0, diag))
+                mask_scores(s, m0, n0, Lq, diag, 0, tr, tc);
             #pragma unroll
             for (int i = 0; i < THREAD_M; i++) {
                 int r = row_of(tr, i);
@@ -412,4 +416,156 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_bwd_dkdv(
     store_tile(dk + HEAD(dk, b, g) + m0 * dk_st.s2, dk_st.s2, dk_st.s3, dk_acc, rows, scale, tr, tc);
 }
 #endif
+#endif
+
+#if defined(ATTN_DECODE)
+/* Flash-decoding: a few query rows against many keys (decoding a token against a long KV
+   cache). The forward's grid, a work-group per query block, would give a decode step only
+   B x Hq work-groups and leave most of a GPU idle; here the keys are split instead. A
+   work-group takes ROWS query rows of one kv head (rows i = (query head within the group) x Lq
+   + query; every query head of a group reads the same K and V, so each is read once for all
+   of them: the traffic is the KV cache's size, which bounds decoding) and a chunk of `chunk`
+   keys. It scores the chunk into local memory, takes the chunk's softmax against the chunk's
+   own row max, and writes an unnormalised partial output with that max and sum;
+   attn_decode_merge rescales the splits into o and lse, in split order (deterministic).
+   Causal masks as the forward does: key c is visible to query t when c - t <= diag (0: top-left,
+   Lk - Lq: bottom-right; the host passes Lk for no mask).
+
+   Compile-time constants: HEAD_DIM, ROWS (1 to 8), the dtype, and DENSE_D when q, k and v have
+   a contiguous head dimension (4-element loads; otherwise strided ones). */
+#define DEC_WG 128
+#define DEC_SCORES 4096             /* floats of scores a work-group holds: ROWS x its chunk */
+#define QUADS (HEAD_DIM / 4)        /* 4-element groups of a row */
+#define SLICES (DEC_WG / QUADS)     /* rows of V read at once by P V */
+#define PART (HEAD_DIM + 2)         /* a partial result: o (unnormalised), max, sum */
+#if defined(DENSE_D)
+#define QUAD(p, c, ds) LOAD4(p, 4 * (c))
+#else
+#define QUAD(p, c, ds) (float4)(LOAD(p, (4 * (c)) * (ds)), LOAD(p, (4 * (c) + 1) * (ds)), \
+                                LOAD(p, (4 * (c) + 2) * (ds)), LOAD(p, (4 * (c) + 3) * (ds)))
+#endif
+
+/* x[r] = the work-group's max (or sum) of x[r] over its work-items, for every row. */
+INLINE void rows_reduce(float *x, __local float (*red)[DEC_WG], int tid, int is_max)
+{
+    #pragma unroll
+    for (int r = 0; r < ROWS; r++) red[r][tid] = x[r];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int step = DEC_WG / 2; step > 0; step /= 2) {
+        if (tid < step)
+            #pragma unroll
+            for (int r = 0; r < ROWS; r++)
+                red[r][tid] = is_max ? fmax(red[r][tid], red[r][tid + step]) : red[r][tid] + red[r][tid + step];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    #pragma unroll
+    for (int r = 0; r < ROWS; r++) x[r] = red[r][0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+
+/* Grid (B x Hkv x row blocks x DEC_WG, splits). part: (B, Hkv, group x Lq, splits, PART). */
+__kernel __attribute__((reqd_work_group_size(DEC_WG, 1, 1))) void attn_decode(
+    IN(q), IN(k), IN(v), __global float *part, int Hq, int group, int Lq, int Lk, long diag,
+    float scale2, int chunk)
+{
+    __local float4 qf[ROWS][QUADS];
+    __local float sc[ROWS][DEC_SCORES / ROWS];
+    __local float red[ROWS][DEC_WG];
+    int tid = get_local_id(0), Hkv = Hq / group, R = group * Lq, blocks = (R + ROWS - 1) / ROWS;
+    int bg = get_group_id(0) / blocks, i0 = get_group_id(0) % blocks * ROWS, b = bg / Hkv, g = bg % Hkv;
+    int split = get_group_id(1), splits = get_num_groups(1), rows = min(ROWS, R - i0), qmax = 0;
+    for (int r = 0; r < rows; r++) qmax = max(qmax, (i0 + r) % Lq);
+    /* Keys past the last one any of the rows sees are skipped. */
+    int k0 = split * chunk, k1 = (int)clamp(min((long)k0 + chunk, (long)qmax + diag + 1), (long)k0, (long)Lk);
+    for (int e = tid; e < ROWS * QUADS; e += DEC_WG) {
+        int r = e / QUADS, c = e % QUADS, i = i0 + r, h = g * group + i / Lq;
+        __global const elem_t *qp = q + HEAD(q, b, h) + (long)(i % Lq) * q_st.s2;
+        qf[r][c] = r < rows ? QUAD(qp, c, q_st.s3) * scale2 : (float4)(0.0f);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    __global const elem_t *kh = k + HEAD(k, b, g), *vh = v + HEAD(v, b, g);
+    float m[ROWS], l[ROWS];
+    #pragma unroll
+    for (int r = 0; r < ROWS; r++) m[r] = -INFINITY, l[r] = 0.0f;
+    for (int j = tid; k0 + j < k1; j += DEC_WG) {
+        int key = k0 + j;
+        __global const elem_t *kp = kh + (long)key * k_st.s2;
+        float s[ROWS];
+        #pragma unroll
+        for (int r = 0; r < ROWS; r++) s[r] = 0.0f;
+        for (int c = 0; c < QUADS; c++) {
+            float4 kv = QUAD(kp, c, k_st.s3);
+            #pragma unroll
+            for (int r = 0; r < ROWS; r++) s[r] += dot(qf[r][c], kv);
+        }
+        #pragma unroll
+        for (int r = 0; r < ROWS; r++) {
+            s[r] = r < rows && key - (i0 + r) % Lq <= diag ? s[r] : -INFINITY;
+            sc[r][j] = s[r];
+            m[r] = fmax(m[r], s[r]);
+        }
+    }
+    rows_reduce(m, red, tid, 1);
+    /* A row that sees no key of the chunk keeps max -inf and sum 0 (subtracting 0 gives P 0). */
+    for (int j = tid; k0 + j < k1; j += DEC_WG)
+        #pragma unroll
+        for (int r = 0; r < ROWS; r++) {
+            float p = exp2(sc[r][j] - (m[r] == -INFINITY ? 0.0f : m[r]));
+            sc[r][j] = p;
+            l[r] += p;
+        }
+    rows_reduce(l, red, tid, 0);
+
+    int c = tid % QUADS, slice = tid / QUADS;
+    float4 o[ROWS];
+    #pragma unroll
+    for (int r = 0; r < ROWS; r++) o[r] = (float4)(0.0f);
+    for (int j = slice; k0 + j < k1; j += SLICES) {
+        float4 vv = QUAD(vh + (long)(k0 + j) * v_st.s2, c, v_st.s3);
+        #pragma unroll
+        for (int r = 0; r < ROWS; r++) o[r] += sc[r][j] * vv;
+    }
+    /* The slices' sums meet in local memory (the scores' space: SLICES x ROWS x HEAD_DIM is
+       DEC_WG x ROWS x 4 floats, within DEC_SCORES for ROWS <= 8). */
+    barrier(CLK_LOCAL_MEM_FENCE);
+    __local float4 *po = (__local float4 *)sc;
+    #pragma unroll
+    for (int r = 0; r < ROWS; r++) po[(slice * ROWS + r) * QUADS + c] = o[r];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    __global float *out = part + ((long)bg * R + i0) * splits * PART + (long)split * PART;
+    for (int e = tid; e < rows * QUADS; e += DEC_WG) {
+        int r = e / QUADS, cq = e % QUADS;
+        float4 t = (float4)(0.0f);
+        for (int sl = 0; sl < SLICES; sl++) t += po[(sl * ROWS + r) * QUADS + cq];
+        vstore4(t, 0, out + (long)r * splits * PART + 4 * cq);
+    }
+    if (tid == 0)
+        #pragma unroll
+        for (int r = 0; r < ROWS; r++)
+            if (r < rows) out[(long)r * splits * PART + HEAD_DIM] = m[r], out[(long)r * splits * PART + HEAD_DIM + 1] = l[r];
+}
+
+/* Grid (B x Hq x Lq x HEAD_DIM): o[b, h, t, d] and lse from the splits' partial results, each
+   rescaled from its own max to the common one. A row no split saw a key for gets o = 0 and
+   lse = -inf, as the forward gives it. */
+__kernel void attn_decode_merge(__global const float *part, int splits, OUT(o), __global float *lse,
+                                long lse_off, long4 lse_st, int Hq, int group, int Lq)
+{
+    long gid = get_global_id(0), row = gid / HEAD_DIM;
+    int d = (int)(gid % HEAD_DIM), t = (int)(row % Lq), bh = (int)(row / Lq), b = bh / Hq, h = bh % Hq;
+    int Hkv = Hq / group, R = group * Lq, i = (h % group) * Lq + t;
+    __global const float *in = part + (((long)b * Hkv + h / group) * R + i) * splits * PART;
+    float mx = -INFINITY, sum = 0.0f, acc = 0.0f;
+    for (int s = 0; s < splits; s++) mx = fmax(mx, in[s * PART + HEAD_DIM]);
+    if (mx != -INFINITY)
+        for (int s = 0; s < splits; s++) {
+            float w = exp2(in[s * PART + HEAD_DIM] - mx);
+            sum += w * in[s * PART + HEAD_DIM + 1];
+            acc += w * in[s * PART + d];
+        }
+    STORE(o, HEAD(o, b, h) + t * o_st.s2 + d * o_st.s3, sum > 0.0f ? acc / sum : 0.0f);
+    if (lse && d == 0)
+        lse[lse_off + b * lse_st.s0 + h * lse_st.s1 + t * lse_st.s2] = sum > 0.0f ? (mx + log2(sum)) * LN2 : -INFINITY;
+}
 #endif

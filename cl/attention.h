@@ -28,13 +28,33 @@
 INLINE int grid_head(void) { return get_group_id(0); }
 INLINE int grid_block(void) { return get_group_id(1); }
 
+/* The causal mask, one rule for every kernel: key c is hidden from query t when c - t > diag.
+   The host passes diag = 0 for top-left alignment, Lk - Lq for bottom-right, and Lk without a
+   mask, which hides nothing. */
+INLINE int hidden(int key, int query, int diag) { return key - query > diag; }
+
+/* The end of the keys that queries m0 .. m0 + rows - 1 see. */
+INLINE int keys_end(int m0, int rows, int Lk, int diag)
+{
+    return (int)clamp((long)m0 + rows + diag, 0L, (long)Lk);
+}
+
+/* lse -> log2 units for P = 2^(s - lse2). A row that saw no key (lse -inf: bottom-right with
+   Lq > Lk) gets +inf, so that its P is 0, not NaN. */
+INLINE float lse2_of(float lse) { return lse == -INFINITY ? INFINITY : LOG2E * lse; }
+
+#if defined(BLOCK_M)
 /* The first row of this work-group's query block in the forward and dQ kernels: with causal
-   the last blocks, which see the most keys, come first. */
+   (diag < Lk) the last blocks, which see the most keys, come first. */
 INLINE int query_block_start(int Lq, int causal)
 {
     int blocks = (Lq + BLOCK_M - 1) / BLOCK_M, block = grid_block();
     return (causal ? blocks - 1 - block : block) * BLOCK_M;
 }
+
+/* The first block of BLOCK_N queries that sees key m0: dK/dV's walks start there. */
+INLINE int queries_start(int m0, int diag) { return (int)max((long)m0 - diag, 0L) / BLOCK_N * BLOCK_N; }
+#endif
 
 #if defined(ATTN_BWD)
 /* delta = rowsum(dO * O). DELTA_LANES work-items share a row, each summing neighbouring

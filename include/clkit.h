@@ -341,9 +341,17 @@ clkit_status clkit_linear_cross_entropy(clkit_context *ctx, const clkit_tensor *
                                         const clkit_tensor *dweight, const clkit_tensor *dbias);
 
 /* ---- attention ---- */
+/* Where the causal mask's diagonal sits when Lq != Lk. */
+enum {
+    CLKIT_CAUSAL_NONE = 0,
+    CLKIT_CAUSAL_TOP_LEFT = 1,     /* query i sees keys j <= i (PyTorch's is_causal) */
+    CLKIT_CAUSAL_BOTTOM_RIGHT = 2, /* query i sees keys j <= i + Lk - Lq: the last query sees
+                                      every key, as FlashAttention's causal (decoding against
+                                      a KV cache); a query that sees no key gets o = 0 and
+                                      lse = -inf */
+};
 typedef struct clkit_attention_options {
-    int causal;   /* nonzero: query i sees keys j <= i (top-left aligned when Lq != Lk, as
-                     PyTorch's is_causal) */
+    int causal;   /* CLKIT_CAUSAL_*: 0 none, 1 top-left, 2 bottom-right */
     float scale;  /* applied to q k^T; 0: 1 / sqrt(D) */
 } clkit_attention_options;
 /* Not causal, scale 1 / sqrt(D). */

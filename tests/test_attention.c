@@ -135,7 +135,8 @@ static void describe(const acase *c, char *buf, size_t n)
 {
     snprintf(buf, n, "%s B%lld Hq%lld Hkv%lld Lq%lld Lk%lld D%lld%s scale %g %c->%c",
              clkit_dtype_name(c->dt), (long long)c->b, (long long)c->hq, (long long)c->hkv,
-             (long long)c->lq, (long long)c->lk, (long long)c->d, c->causal ? " causal" : "",
+             (long long)c->lq, (long long)c->lk, (long long)c->d,
+             c->causal == CLKIT_CAUSAL_BOTTOM_RIGHT ? " causal bottom-right" : c->causal ? " causal" : "",
              (double)c->scale, c->in, c->out);
 }
 
@@ -475,6 +476,49 @@ START_TEST(layouts)
 }
 END_TEST
 
+/* Bottom-right causal: the last query sees every key. With Lq > Lk the first Lq - Lk queries
+   see none (o = 0, lse = -inf, zero gradients); Lq = Lk is top-left's mask. */
+START_TEST(bottom_right)
+{
+    clkit_context *ctx = tu_ctx();
+    static const int64_t pairs[][2] = {{17, 129}, {129, 17}, {64, 64}, {1, 70}, {70, 1}, {33, 200}};
+    for (size_t i = 0; i < sizeof pairs / sizeof *pairs; i++) {
+        acase c = basic(i % 2 ? CLKIT_F32 : CLKIT_F16, i % 3 ? 32 : 64, pairs[i][0], pairs[i][1],
+                        CLKIT_CAUSAL_BOTTOM_RIGHT);
+        c.hq = 4, c.hkv = 2;
+        check_case(ctx, &c);
+    }
+    clkit_context_release(ctx);
+}
+END_TEST
+
+/* Decoding (few queries, many keys: the keys split over work-groups, their partial softmaxes
+   merged): one to 16 queries, grouped-query ratios 1, 4 and 8, every mask, strided views, and
+   one query against 100 000 keys. */
+START_TEST(decoding)
+{
+    clkit_context *ctx = tu_ctx();
+    static const struct {
+        clkit_dtype dt;
+        int64_t b, hq, hkv, lq, lk, d;
+        int causal;
+        char in;
+    } cases[] = {
+        {CLKIT_F16, 2, 8, 2, 1, 300, 64, 0, 'c'},       {CLKIT_F32, 1, 4, 4, 3, 1000, 32, 2, 'c'},
+        {CLKIT_BF16, 1, 8, 1, 2, 777, 128, 2, 'p'},     {CLKIT_F32, 1, 4, 1, 16, 513, 16, 1, 's'},
+        {CLKIT_F16, 1, 2, 1, 5, 4099, 256, 2, 'c'},      {CLKIT_F32, 2, 2, 2, 1, 2048, 64, 0, 's'},
+        {CLKIT_F16, 1, 8, 2, 1, 100000, 64, 2, 'c'},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        acase c = basic(cases[i].dt, cases[i].d, cases[i].lq, cases[i].lk, cases[i].causal);
+        c.b = cases[i].b, c.hq = cases[i].hq, c.hkv = cases[i].hkv, c.in = cases[i].in;
+        c.no_lse = i == 1;
+        check_case(ctx, &c);
+    }
+    clkit_context_release(ctx);
+}
+END_TEST
+
 /* An explicit scale, no lse, and NULL options (the defaults). */
 START_TEST(options)
 {
@@ -754,6 +798,10 @@ START_TEST(bad_forward)
     TU_EXPECT(CLKIT_ERR_INVALID_VALUE, FWD(ok, &opt));
     opt.scale = INFINITY;
     TU_EXPECT(CLKIT_ERR_INVALID_VALUE, FWD(ok, &opt));
+    opt = clkit_attention_defaults(), opt.causal = 3;
+    TU_EXPECT(CLKIT_ERR_INVALID_VALUE, FWD(ok, &opt));
+    opt.causal = -1;
+    TU_EXPECT(CLKIT_ERR_INVALID_VALUE, FWD(ok, &opt));
     b = ok, b.o.buffer = g.in;                              /* o over q */
     TU_EXPECT(CLKIT_ERR_OVERLAP, FWD(b, NULL));
     b = ok, b.lse.buffer = g.out;                           /* lse over o */
@@ -815,6 +863,8 @@ int main(void)
     tcase_add_test(tc, tensor_core_shapes);
     tcase_add_test(tc, layouts);
     tcase_add_test(tc, options);
+    tcase_add_test(tc, bottom_right);
+    tcase_add_test(tc, decoding);
     tcase_add_test(tc, cached_tiles);
     tcase_add_test(tc, tuner);
     tcase_add_test(tc, empty);

@@ -1,6 +1,6 @@
 /* Fused attention (FlashAttention-2) on AMD CDNA matrix cores: attn_fwd_matrix,
    attn_bwd_dkdv_matrix and attn_bwd_dq_matrix compute what cl/attention.cl's kernels compute
-   (same arguments, causal top-left, grouped-query heads with deterministic sums, lse), for f16
+   (same arguments, the causal mask, grouped-query heads with deterministic sums, lse), for f16
    and bf16 storage on v_mfma_f32_32x32x8 and f32 on v_mfma_f32_32x32x2, through
    cl/amd/matrix.h. As there, the Lq x Lk scores never leave the chip.
 
@@ -151,13 +151,13 @@ INLINE void stage(__local operand_t *rows_out, __local operand_t *t_out, __globa
 #if defined(ATTN_FWD)
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_fwd_matrix(
     IN(q), IN(k), IN(v), OUT(o), __global float *lse, long lse_off, long4 lse_st, int Hq,
-    int group, int Lq, int Lk, int causal, float scale2)
+    int group, int Lq, int Lk, int diag, float scale2)
 {
     __local operand_t ks[ROW_TILE], vt[T_TILE];
     MATRIX_SCRATCH;
     int tid = get_local_id(0), lane = tid % WAVE;
-    int bh = grid_head(), b = bh / Hq, h = bh % Hq, m0 = query_block_start(Lq, causal);
-    int rows = min(BLOCK_M, Lq - m0), n_end = causal ? min(Lk, m0 + rows) : Lk;
+    int bh = grid_head(), b = bh / Hq, h = bh % Hq, m0 = query_block_start(Lq, diag < Lk);
+    int rows = min(BLOCK_M, Lq - m0), n_end = keys_end(m0, rows, Lk, diag);
     int query = m0 + tid / WAVE * INSN_M + FRAG_ROW(lane);
     __global const operand_t *kg = (__global const operand_t *)k + HEAD(k, b, h / group);
     __global const operand_t *vg = (__global const operand_t *)v + HEAD(v, b, h / group);
@@ -183,7 +183,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_fwd_matrix(
             #pragma unroll
             for (int r = 0; r < ACC_N; r++) {
                 int key = n0 + j * INSN_M + ACC_ROW(lane, r);
-                sv[r] = key < Lk && !(causal && key > query) ? sv[r] * scale2 : -INFINITY;
+                sv[r] = key < Lk && !hidden(key, query, diag) ? sv[r] * scale2 : -INFINITY;
                 mx = fmax(mx, sv[r]);
             }
         }
@@ -215,15 +215,15 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_fwd_matrix(
 #if defined(ATTN_BWD)
 /* dS = P (dP - delta) into dp, P = 2^(s scale2 - lse2) into s, for the accumulators' rows
    (rows of a lane's registers: key_rows, their statistics from rl / rd) or columns (the
-   lane's: cl, cd), whichever the kernel holds; masked entries (a key past Lk, or after its
-   query under causal) get P = 0. */
+   lane's: cl, cd), whichever the kernel holds; masked entries (a key past Lk, or hidden from
+   its query) get P = 0. */
 #define PROBABILITIES(s, dp, n0, col, row_is_key, rl, rd, cl, cd)                                \
     _Pragma("unroll") for (int j_ = 0; j_ < NB; j_++) {                                          \
         float *sv_ = (float *)&(s)[j_], *dv_ = (float *)&(dp)[j_];                               \
         _Pragma("unroll") for (int r_ = 0; r_ < ACC_N; r_++) {                                   \
             int row_ = (n0) + j_ * INSN_M + ACC_ROW(lane, r_);                                   \
             int key_ = (row_is_key) ? row_ : (col), qry_ = (row_is_key) ? (col) : row_;          \
-            float p_ = key_ < Lk && !(causal && key_ > qry_)                                     \
+            float p_ = key_ < Lk && !hidden(key_, qry_, diag)                                   \
                            ? exp2(fma(sv_[r_], scale2, -((rl)[j_ * INSN_M + ACC_ROW(lane, r_)] + (cl)))) \
                            : 0.0f;                                                               \
             sv_[r_] = p_;                                                                        \
@@ -236,19 +236,19 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_fwd_matrix(
    dQ^T. dQ = scale * sum. */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_bwd_dq_matrix(
     IN(q), IN(k), IN(v), IN(dout), __global const float *lse, long lse_off, long4 lse_st,
-    __global const float *delta, OUT(dq), int Hq, int group, int Lq, int Lk, int causal,
+    __global const float *delta, OUT(dq), int Hq, int group, int Lq, int Lk, int diag,
     float scale2, float scale)
 {
     __local operand_t ks[ROW_TILE], kt[T_TILE], vs[ROW_TILE];
     __local float zero[BLOCK_N];
     MATRIX_SCRATCH;
     int tid = get_local_id(0), lane = tid % WAVE;
-    int bh = grid_head(), b = bh / Hq, h = bh % Hq, m0 = query_block_start(Lq, causal);
-    int rows = min(BLOCK_M, Lq - m0), n_end = causal ? min(Lk, m0 + rows) : Lk;
+    int bh = grid_head(), b = bh / Hq, h = bh % Hq, m0 = query_block_start(Lq, diag < Lk);
+    int rows = min(BLOCK_M, Lq - m0), n_end = keys_end(m0, rows, Lk, diag);
     int query = m0 + tid / WAVE * INSN_M + FRAG_ROW(lane), ok = query < Lq;
     __global const operand_t *kg = (__global const operand_t *)k + HEAD(k, b, h / group);
     __global const operand_t *vg = (__global const operand_t *)v + HEAD(v, b, h / group);
-    float ql = ok ? LOG2E * lse[lse_off + b * lse_st.s0 + h * lse_st.s1 + query * lse_st.s2] : 0.0f;
+    float ql = ok ? lse2_of(lse[lse_off + b * lse_st.s0 + h * lse_st.s1 + query * lse_st.s2]) : 0.0f;
     float qd = ok ? delta[(long)bh * Lq + query] : 0.0f;
     frag_t qf[DSTEPS], df[DSTEPS];
     hold_rows(qf, (__global const operand_t *)q + HEAD(q, b, h), q_st.s2, q_st.s3, query, Lq, lane);
@@ -281,7 +281,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_bwd_dq_matrix
    is 1 but both products they feed take their zero dO or q, so they add nothing. */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_bwd_dkdv_matrix(
     IN(q), IN(k), IN(v), IN(dout), __global const float *lse, long lse_off, long4 lse_st,
-    __global const float *delta, OUT(dk), OUT(dv), int Hq, int group, int Lq, int Lk, int causal,
+    __global const float *delta, OUT(dk), OUT(dv), int Hq, int group, int Lq, int Lk, int diag,
     float scale2, float scale)
 {
     __local operand_t qs[ROW_TILE], qt[T_TILE], ds_[ROW_TILE], dt[T_TILE];
@@ -294,8 +294,8 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_bwd_dkdv_matr
     hold_rows(kf, (__global const operand_t *)k + HEAD(k, b, g), k_st.s2, k_st.s3, key, Lk, lane);
     hold_rows(vf, (__global const operand_t *)v + HEAD(v, b, g), v_st.s2, v_st.s3, key, Lk, lane);
 
-    /* With causal, queries before the first key see none of the block. */
-    int n_start = causal ? m0 / BLOCK_N * BLOCK_N : 0;
+    /* Queries before the first that sees key m0 see none of the block. */
+    int n_start = queries_start(m0, diag);
     int per_head = Lq > n_start ? (Lq - n_start + BLOCK_N - 1) / BLOCK_N : 0, steps = group * per_head;
     acc_t dk_acc[DB], dv_acc[DB];
     #pragma unroll
@@ -311,7 +311,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_bwd_dkdv_matr
         for (int c = tid; c < 2 * BLOCK_N; c += WG) {
             int r = c % BLOCK_N, in = r < queries;
             float x = 0.0f;
-            if (in && c < BLOCK_N) x = LOG2E * lse[lse_off + b * lse_st.s0 + h * lse_st.s1 + (n0 + r) * lse_st.s2];
+            if (in && c < BLOCK_N) x = lse2_of(lse[lse_off + b * lse_st.s0 + h * lse_st.s1 + (n0 + r) * lse_st.s2]);
             if (in && c >= BLOCK_N) x = delta[((long)b * Hq + h) * Lq + n0 + r];
             stats[c] = x;
         }

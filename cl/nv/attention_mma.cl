@@ -249,8 +249,8 @@ INLINE void product_n(held_acc acc, const score_acc p, __local const uchar *tile
 
 /* Accumulator element e of tile (i, j): held row row0 + 16 i + 8 (e / 2), streamed row
    col0 + 8 j + e % 2, where row0 and col0 are the lane's. Sets to -inf the scores at or past
-   `limit` across, or with causal, of a key after its query. */
-INLINE void mask_acc(score_acc s, int row0, int col0, int limit, int causal, int keys_across)
+   `limit` across, or of a key hidden from its query (cl/attention.h's hidden). */
+INLINE void mask_acc(score_acc s, int row0, int col0, int limit, int diag, int keys_across)
 {
     #pragma unroll
     for (int i = 0; i < FRAG_M; i++)
@@ -259,8 +259,8 @@ INLINE void mask_acc(score_acc s, int row0, int col0, int limit, int causal, int
             #pragma unroll
             for (int e = 0; e < 4; e++) {
                 int r = row0 + i * 16 + (e / 2) * 8, c = col0 + j * 8 + e % 2;
-                int after = keys_across ? c > r : r > c;
-                if (c >= limit || (causal && after)) s[i][j][e] = -INFINITY;
+                int masked = keys_across ? hidden(c, r, diag) : hidden(r, c, diag);
+                if (c >= limit || masked) s[i][j][e] = -INFINITY;
             }
 }
 
@@ -348,14 +348,14 @@ INLINE void finish_rows(__global elem_t *out, long4 out_st, __global float *lse,
    memory then holds K and V (HELD_LOCAL: q stays, K and V go after it). */
 __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_mma(
     IN(q), IN(k), IN(v), OUT(o), __global float *lse, long lse_off, long4 lse_st, int Hq,
-    int group, int Lq, int Lk, int causal, float scale2)
+    int group, int Lq, int Lk, int diag, float scale2)
 {
     __local uint4 words[LOCAL_WORDS(TILE_BYTES(BLOCK_M), 2 * TILE_BYTES(BLOCK_N))];
     __local uchar *qs = (__local uchar *)words, *ks = qs + HELD_SPACE(TILE_BYTES(BLOCK_M));
     __local uchar *vs = ks + TILE_BYTES(BLOCK_N);
     int tid = get_local_id(0), lane = tid % 32, wm = tid / 32 * 16 * FRAG_M;
-    int bh = grid_head(), b = bh / Hq, h = bh % Hq, m0 = query_block_start(Lq, causal);
-    int rows = min(BLOCK_M, Lq - m0), n_end = causal ? min(Lk, m0 + rows) : Lk;
+    int bh = grid_head(), b = bh / Hq, h = bh % Hq, m0 = query_block_start(Lq, diag < Lk);
+    int rows = min(BLOCK_M, Lq - m0), n_end = keys_end(m0, rows, Lk, diag);
     int row0 = m0 + wm + lane / 4, col_lane = 2 * (lane % 4);
     __global const raw_t *kg = (__global const raw_t *)(k + HEAD(k, b, h / group));
     __global const raw_t *vg = (__global const raw_t *)(v + HEAD(v, b, h / group));
@@ -382,8 +382,8 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_mma(
         barrier(CLK_LOCAL_MEM_FENCE);
         score_acc s;
         product_t(s, qf, qs, wm, ks, lane);
-        if (keys < BLOCK_N || (causal && n0 + BLOCK_N - 1 > m0))
-            mask_acc(s, row0, n0 + col_lane, Lk, causal, 1);
+        if (keys < BLOCK_N || hidden(n0 + BLOCK_N - 1, m0, diag))
+            mask_acc(s, row0, n0 + col_lane, Lk, diag, 1);
         float o_scale[FRAG_M][2];
         softmax_acc(s, m, l, o_scale, scale2);
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -492,11 +492,11 @@ INLINE void pin_words(uint *x, int n)
 /* The scores of key block n0 (complete) -> P in pa, with the online softmax's state and the
    factor o_scale for the output rows. */
 INLINE void wg_softmax(score_acc s, uint *pa, float m[1][2], float l[1][2], float o_scale[1][2],
-                       int n0, int m0, int row0, int col_lane, int Lk, int causal, float scale2)
+                       int n0, int m0, int row0, int col_lane, int Lk, int diag, float scale2)
 {
     pin_all(&s[0][0][0], BLOCK_N / 2);
-    if (n0 + BLOCK_N > Lk || (causal && n0 + BLOCK_N - 1 > m0))
-        mask_acc(s, row0, n0 + col_lane, Lk, causal, 1);
+    if (n0 + BLOCK_N > Lk || hidden(n0 + BLOCK_N - 1, m0, diag))
+        mask_acc(s, row0, n0 + col_lane, Lk, diag, 1);
     softmax_acc(s, m, l, o_scale, scale2);
     wg_pack(pa, &s[0][0][0]);
 }
@@ -505,18 +505,19 @@ INLINE void wg_softmax(score_acc s, uint *pa, float m[1][2], float l[1][2], floa
    FlashAttention-3's do within a warpgroup: step j issues the scores of block j + 1, then
    P_j V_j, and computes block j + 1's softmax while P_j V_j runs (P double-buffered in
    registers, since wgmma reads them asynchronously). Step j's copies (V_{j+1}, K_{j+2}) land
-   during step j; the barrier at its top also frees the buffers they take. */
+   during step j; the barrier at its top also frees the buffers they take, so block 0's scores
+   are computed before the loop, ahead of the copy that overwrites K_0. */
 __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_wgmma(
     IN(q), IN(k), IN(v), OUT(o), __global float *lse, long lse_off, long4 lse_st, int Hq,
-    int group, int Lq, int Lk, int causal, float scale2)
+    int group, int Lq, int Lk, int diag, float scale2)
 {
     /* wgmma's swizzle is a function of the address: every tile starts on 1024 bytes. */
     __local uint4 words[(TILE_BYTES(BLOCK_M) + 4 * TILE_BYTES(BLOCK_N) + 1024) / 16];
     __local uchar *qs = (__local uchar *)words + (1024 - nv_shared(words) % 1024) % 1024;
     __local uchar *ks = qs + TILE_BYTES(BLOCK_M), *vs = ks + 2 * TILE_BYTES(BLOCK_N);
     int tid = get_local_id(0), lane = tid % 32, wm = tid / 32 * 16, g = tid / 128;
-    int bh = grid_head(), b = bh / Hq, h = bh % Hq, m0 = query_block_start(Lq, causal);
-    int rows = min(BLOCK_M, Lq - m0), n_end = causal ? min(Lk, m0 + rows) : Lk;
+    int bh = grid_head(), b = bh / Hq, h = bh % Hq, m0 = query_block_start(Lq, diag < Lk);
+    int rows = min(BLOCK_M, Lq - m0), n_end = keys_end(m0, rows, Lk, diag);
     int blocks = (n_end + BLOCK_N - 1) / BLOCK_N;
     int row0 = m0 + wm + lane / 4, col_lane = 2 * (lane % 4);
     __global const raw_t *kg = (__global const raw_t *)(k + HEAD(k, b, h / group));
@@ -534,8 +535,18 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_wgmma
     zero_held(acc);
     score_acc s;
     uint pa[BLOCK_N / 4], pn[BLOCK_N / 4];
+    if (blocks > 0) {
+        NV_CP_ASYNC_WAIT(0);
+        nv_fence_proxy_async();
+        barrier(CLK_LOCAL_MEM_FENCE);
+        wg_scores(&s[0][0][0], qw, ks);
+        NV_WGMMA_WAIT(0);
+        wg_softmax(s, pa, m, l, o_scale, 0, m0, row0, col_lane, Lk, diag, scale2);
+    }
     for (int j = 0; j < blocks; j++) {
         int next = (j + 1) * BLOCK_N;
+        /* V_j and K_{j+1} have landed, and every warpgroup is done with V_{j-1} and K_j, whose
+           buffers V_{j+1} and K_{j+2} take. */
         NV_CP_ASYNC_WAIT(0);
         nv_fence_proxy_async();
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -546,11 +557,6 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_wgmma
             copy_panels(ks + (j % 2) * TILE_BYTES(BLOCK_N), kg + (next + BLOCK_N) * k_st.s2, k_st.s2,
                         BLOCK_N, min(BLOCK_N, Lk - next - BLOCK_N), tid);
         nv_cp_async_commit();
-        if (j == 0) {
-            wg_scores(&s[0][0][0], qw, ks);
-            NV_WGMMA_WAIT(0);
-            wg_softmax(s, pa, m, l, o_scale, 0, m0, row0, col_lane, Lk, causal, scale2);
-        }
         /* The rescaling before either product is issued: ptxas serialises the wgmma of a
            stage in which other instructions read accumulators. */
         wg_rescale(&acc[0][0][0], o_scale[0]);
@@ -561,7 +567,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_wgmma
             wg_scores(&s[0][0][0], qw, ks + ((j + 1) % 2) * TILE_BYTES(BLOCK_N));
             wg_product(&acc[0][0][0], pa, vj);
             NV_WGMMA_WAIT(1); /* the scores, issued before P V */
-            wg_softmax(s, pn, m, l, o_scale, next, m0, row0, col_lane, Lk, causal, scale2);
+            wg_softmax(s, pn, m, l, o_scale, next, m0, row0, col_lane, Lk, diag, scale2);
         } else {
             wg_product(&acc[0][0][0], pa, vj);
         }
@@ -618,14 +624,14 @@ INLINE void hold_pair(held_frags fa, held_frags fb, __local uchar *base, __globa
    dQ. dQ = scale * sum. */
 __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dq_mma(
     IN(q), IN(k), IN(v), IN(dout), __global const float *lse, long lse_off, long4 lse_st,
-    __global const float *delta, OUT(dq), int Hq, int group, int Lq, int Lk, int causal,
+    __global const float *delta, OUT(dq), int Hq, int group, int Lq, int Lk, int diag,
     float scale2, float scale)
 {
     __local uint4 words[LOCAL_WORDS(2 * TILE_BYTES(BLOCK_M), 4 * TILE_BYTES(BLOCK_N))];
     __local uchar *base = (__local uchar *)words, *stages = base + HELD_SPACE(2 * TILE_BYTES(BLOCK_M));
     int tid = get_local_id(0), lane = tid % 32, wm = tid / 32 * 16 * FRAG_M;
-    int bh = grid_head(), b = bh / Hq, h = bh % Hq, m0 = query_block_start(Lq, causal);
-    int rows = min(BLOCK_M, Lq - m0), n_end = causal ? min(Lk, m0 + rows) : Lk;
+    int bh = grid_head(), b = bh / Hq, h = bh % Hq, m0 = query_block_start(Lq, diag < Lk);
+    int rows = min(BLOCK_M, Lq - m0), n_end = keys_end(m0, rows, Lk, diag);
     int row0 = m0 + wm + lane / 4, col_lane = 2 * (lane % 4);
     __global const raw_t *kg = (__global const raw_t *)(k + HEAD(k, b, h / group));
     __global const raw_t *vg = (__global const raw_t *)(v + HEAD(v, b, h / group));
@@ -637,7 +643,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dq_mm
         #pragma unroll
         for (int hh = 0; hh < 2; hh++) {
             int r = row0 + i * 16 + hh * 8, ok = r < Lq;
-            rl[i][hh] = ok ? LOG2E * lse[lse_off + b * lse_st.s0 + h * lse_st.s1 + r * lse_st.s2] : 0.0f;
+            rl[i][hh] = ok ? lse2_of(lse[lse_off + b * lse_st.s0 + h * lse_st.s1 + r * lse_st.s2]) : 0.0f;
             rd[i][hh] = ok ? delta[(long)bh * Lq + r] : 0.0f;
         }
     held_frags qf, df;
@@ -665,8 +671,8 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dq_mm
         score_acc s, dp;
         product_t(s, qf, base, wm, ks, lane);
         product_t(dp, df, base + TILE_BYTES(BLOCK_M), wm, ks + TILE_BYTES(BLOCK_N), lane);
-        if (n0 + BLOCK_N > Lk || (causal && n0 + BLOCK_N - 1 > m0))
-            mask_acc(s, row0, n0 + col_lane, Lk, causal, 1);
+        if (n0 + BLOCK_N > Lk || hidden(n0 + BLOCK_N - 1, m0, diag))
+            mask_acc(s, row0, n0 + col_lane, Lk, diag, 1);
         probabilities(s, dp, scale2, rl, rd, cz, cz);
         product_n(acc, dp, ks, lane);
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -703,7 +709,7 @@ INLINE void copy_query_block(__local uchar *slot, __global const elem_t *q, long
 
 __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dkdv_mma(
     IN(q), IN(k), IN(v), IN(dout), __global const float *lse, long lse_off, long4 lse_st,
-    __global const float *delta, OUT(dk), OUT(dv), int Hq, int group, int Lq, int Lk, int causal,
+    __global const float *delta, OUT(dk), OUT(dv), int Hq, int group, int Lq, int Lk, int diag,
     float scale2, float scale)
 {
     __local uint4 words[LOCAL_WORDS(2 * TILE_BYTES(BLOCK_M), 2 * STAGE_BYTES)];
@@ -716,8 +722,8 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dkdv_
     hold_pair(kf, vf, base, (__global const raw_t *)(k + HEAD(k, b, g) + m0 * k_st.s2), k_st.s2,
               (__global const raw_t *)(v + HEAD(v, b, g) + m0 * v_st.s2), v_st.s2, rows, tid, wm, lane);
 
-    /* With causal, queries before the first key see none of the block. */
-    int n_start = causal ? m0 / BLOCK_N * BLOCK_N : 0;
+    /* Queries before the first that sees key m0 see none of the block. */
+    int n_start = queries_start(m0, diag);
     int per_head = Lq > n_start ? (Lq - n_start + BLOCK_N - 1) / BLOCK_N : 0, steps = group * per_head;
     float rz[FRAG_M][2];
     #pragma unroll
@@ -744,12 +750,12 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dkdv_
         #pragma unroll
         for (int j = 0; j < NF; j++) {
             float2 l2 = vload2(0, stats + col_lane + j * 8), d2 = vload2(0, stats + BLOCK_N + col_lane + j * 8);
-            cl[j][0] = LOG2E * l2.x, cl[j][1] = LOG2E * l2.y, cd[j][0] = d2.x, cd[j][1] = d2.y;
+            cl[j][0] = lse2_of(l2.x), cl[j][1] = lse2_of(l2.y), cd[j][0] = d2.x, cd[j][1] = d2.y;
         }
         score_acc s, dp;
         product_t(s, kf, base, wm, qs, lane);
         product_t(dp, vf, base + TILE_BYTES(BLOCK_M), wm, qs + TILE_BYTES(BLOCK_N), lane);
-        if (causal && m0 + BLOCK_M - 1 > n0) mask_acc(s, row0, n0 + col_lane, Lq, 1, 0);
+        if (hidden(m0 + BLOCK_M - 1, n0, diag)) mask_acc(s, row0, n0 + col_lane, Lq, diag, 0);
         probabilities(s, dp, scale2, rz, rz, cl, cd);
         product_n(dv_acc, s, qs + TILE_BYTES(BLOCK_N), lane);
         product_n(dk_acc, dp, qs, lane);

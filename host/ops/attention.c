@@ -29,7 +29,7 @@ typedef struct blocking {
 typedef struct problem {
     int64_t b, hq, hkv, lq, lk, d;
     clkit_dtype dtype;
-    int causal;
+    int causal;  /* CLKIT_CAUSAL_* */
     float scale; /* resolved: never 0 */
     const struct tiles *force; /* the tuner's candidate: these portable tiles alone */
 } problem;
@@ -108,7 +108,10 @@ static clkit_status check_inputs(clkit_context *ctx, const clkit_tensor *q, cons
     if (!isfinite(o.scale) || o.scale < 0)
         return clkit_fail(ctx, CLKIT_ERR_INVALID_VALUE, "scale %g must be finite and >= 0 (0: "
                           "1/sqrt(D))", (double)o.scale);
-    p->causal = o.causal != 0;
+    if (o.causal < CLKIT_CAUSAL_NONE || o.causal > CLKIT_CAUSAL_BOTTOM_RIGHT)
+        return clkit_fail(ctx, CLKIT_ERR_INVALID_VALUE, "causal %d is not one of CLKIT_CAUSAL_NONE (0), "
+                          "_TOP_LEFT (1) or _BOTTOM_RIGHT (2)", o.causal);
+    p->causal = o.causal;
     p->scale = o.scale != 0 ? o.scale : (float)(1.0 / sqrt((double)p->d));
     return CLKIT_OK;
 }
@@ -215,7 +218,8 @@ static clkit_tune_key tune_key(const problem *p, int bwd)
     memset(&k, 0, sizeof k);
     snprintf(k.op, sizeof k.op, "attention");
     snprintf(k.dtype, sizeof k.dtype, "%s", clkit_dtype_name(p->dtype));
-    snprintf(k.layout, sizeof k.layout, "%s%s", bwd ? "bwd" : "fwd", p->causal ? ".causal" : "");
+    static const char *const masks[3] = {"", ".causal", ".causal_br"};
+    snprintf(k.layout, sizeof k.layout, "%s%s", bwd ? "bwd" : "fwd", masks[p->causal]);
     k.shape[0] = p->lq, k.shape[1] = p->lk, k.shape[2] = p->d, k.shape[3] = p->b * p->hq;
     k.nshape = 4;
     return k;
@@ -387,8 +391,8 @@ static int mma_pick(const struct clkit_device_props *dp, int d, size_t es, int k
 
 /* Hopper's wgmma forward (attn_fwd_wgmma): two warpgroups of 64 query rows; the key block
    by head dim, so that a lane's scores (bn / 2), output (d / 2) and two buffers of P (bn / 4
-   each) fit its 255 registers (ptxas for sm_90a: D 64 254, D 128 218, D 256 254 with 8 bytes
-   of spills; D 128 with 128 keys spilled 208 bytes, D 256 with 64 keys 280). Local memory:
+   each) fit its 255 registers (ptxas for sm_90a: D 64 208, D 128 199, D 256 254 with 8 bytes
+   of spills in bf16; D 128 with 128 keys spilled 112 bytes, D 256 with 64 keys 104). Local memory:
    q, and two stages of K and V, 1024-aligned. */
 static const mma_tiles wgmma_fwd[] = {{128, 128, 8, 64, 0}, {128, 64, 8, 128, 0}, {128, 32, 8, 256, 0}};
 
@@ -617,6 +621,14 @@ static size_t groups_of(int64_t rows, int block) { return (size_t)((rows + block
 
 static float scale_log2(const problem *p) { return (float)(p->scale * 1.4426950408889634); }
 
+/* The kernels' causal mask (cl/attention.h's hidden): key c is hidden from query t when
+   c - t > diag; Lk hides nothing. */
+static cl_int diag_of(const problem *p)
+{
+    return p->causal == CLKIT_CAUSAL_TOP_LEFT ? 0 : p->causal == CLKIT_CAUSAL_BOTTOM_RIGHT ? (cl_int)(p->lk - p->lq)
+                                                                                          : (cl_int)p->lk;
+}
+
 /* ---- tuning ---- */
 
 static const char *const fwd_names[] = {"attn_fwd"}, *const fwd_names_mma[] = {"attn_fwd_mma"};
@@ -706,11 +718,90 @@ static clkit_status check_forward(clkit_context *ctx, const call *c, problem *p)
     return check_outputs(ctx, c->lse ? 2 : 1, outs, out_names, 3, ins, in_names);
 }
 
+/* ---- decoding: a few queries against many keys (cl/attention.cl's attn_decode) ---- */
+
+/* The kernel's work-group, the scores it holds (ROWS x chunk) and its most rows (8). */
+#define DEC_WG 128
+#define DEC_SCORES 4096
+#define DEC_ROWS 8
+
+/* Splitting the keys pays where each kv head has a few query rows (group x Lq, at most four
+   blocks of DEC_ROWS) and more keys than a work-group should walk alone. */
+static int decode_suits(const problem *p)
+{
+    int64_t rows = p->hq / p->hkv * p->lq;
+    return !p->force && p->lq <= 16 && rows <= 4 * DEC_ROWS && p->lk >= 256;
+}
+
+/* Keys a work-group takes: enough splits for about four work-groups a compute unit (two on a
+   CPU), in multiples of 64 keys, within what its local memory holds. */
+static int decode_chunk(const clkit_context *ctx, const problem *p, size_t groups, int rows)
+{
+    size_t target = (size_t)ctx->props.compute_units * (ctx->props.is_gpu ? 4 : 2);
+    int64_t splits = groups >= target ? 1 : (int64_t)((target + groups - 1) / groups);
+    int64_t chunk = (p->lk + splits - 1) / splits;
+    chunk = (chunk + 63) / 64 * 64;
+    return (int)(chunk < DEC_SCORES / rows ? chunk : DEC_SCORES / rows);
+}
+
+static clkit_status decode_kernels(clkit_context *ctx, const call *c, int rows, cl_kernel *k)
+{
+    const problem *p = &c->p;
+    int dense = c->q->strides[3] == 1 && c->k->strides[3] == 1 && c->v->strides[3] == 1;
+    char opts[160];
+    snprintf(opts, sizeof opts, "%s -D ATTN_DECODE -D HEAD_DIM=%d -D ROWS=%d%s", clkit_dtype_macro(p->dtype),
+             (int)p->d, rows, dense ? " -D DENSE_D" : "");
+    clkit_status s = clkit_get_kernel(ctx, "attention.cl", "attn_decode", opts, &k[0]);
+    if (!s) s = clkit_get_kernel(ctx, "attention.cl", "attn_decode_merge", opts, &k[1]);
+    if (!s && clkit_kernel_wg_limit(ctx, k[0]) < DEC_WG)
+        s = clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "attention: the decoding kernel runs fewer than %d "
+                       "work-items per group here", DEC_WG);
+    return s;
+}
+
+/* Flash-decoding: every kv head's query rows (in blocks of `rows`) times splits of the keys
+   write partial results to scratch, which the merge kernel rescales into o and lse. */
+static clkit_status decode(clkit_context *ctx, const call *c)
+{
+    const problem *p = &c->p;
+    int64_t r_all = p->hq / p->hkv * p->lq;
+    int rows = 1;
+    while (rows < r_all && rows < DEC_ROWS) rows *= 2;
+    size_t groups = (size_t)(p->b * p->hkv * ((r_all + rows - 1) / rows));
+    cl_int chunk = decode_chunk(ctx, p, groups, rows), splits = (cl_int)((p->lk + chunk - 1) / chunk);
+    cl_kernel k[2];
+    clkit_status s = decode_kernels(ctx, c, rows, k);
+    size_t bytes = (size_t)(p->b * p->hkv * r_all) * (size_t)splits * (size_t)(p->d + 2) * sizeof(float);
+    cl_mem part = NULL;
+    if (s || (s = clkit_scratch_alloc(ctx, bytes, &part))) return s;
+    kview vq = kview_of(c->q), vk = kview_of(c->k), vv = kview_of(c->v), vo = kview_of(c->o);
+    kview vl = kview_of(c->lse);
+    cl_int hq = (cl_int)p->hq, group = (cl_int)(p->hq / p->hkv), lq = (cl_int)p->lq, lk = (cl_int)p->lk;
+    cl_long diag = diag_of(p);
+    float scale2 = scale_log2(p);
+    clkit_args a = clkit_args_of(k[0]);
+    arg_view(&a, &vq), arg_view(&a, &vk), arg_view(&a, &vv), clkit_arg(&a, sizeof part, &part);
+    clkit_arg(&a, 4, &hq), clkit_arg(&a, 4, &group), clkit_arg(&a, 4, &lq), clkit_arg(&a, 4, &lk);
+    clkit_arg(&a, 8, &diag), clkit_arg(&a, 4, &scale2), clkit_arg(&a, 4, &chunk);
+    size_t global[2] = {groups * DEC_WG, (size_t)splits}, local[2] = {DEC_WG, 1};
+    s = clkit_run(ctx, &a, 2, global, local);
+    if (!s) {
+        clkit_args m = clkit_args_of(k[1]);
+        clkit_arg(&m, sizeof part, &part), clkit_arg(&m, 4, &splits), arg_view(&m, &vo), arg_view(&m, &vl);
+        clkit_arg(&m, 4, &hq), clkit_arg(&m, 4, &group), clkit_arg(&m, 4, &lq);
+        size_t all = (size_t)(p->b * p->hq * p->lq * p->d);
+        s = clkit_run(ctx, &m, 1, &all, NULL);
+    }
+    clkit_scratch_release(ctx, part, bytes);
+    return s;
+}
+
 /* The forward of a validated, non-empty call (force: the tuner's tiles, else NULL). */
 static clkit_status forward(clkit_context *ctx, const call *c, const tiles *force)
 {
     problem p = c->p;
     p.force = force;
+    if (decode_suits(&p)) return decode(ctx, c);
     const clkit_tensor *ins[3] = {c->q, c->k, c->v};
     cl_kernel kern;
     blocking t;
@@ -720,11 +811,11 @@ static clkit_status forward(clkit_context *ctx, const call *c, const tiles *forc
     kview vq = kview_of(c->q), vk = kview_of(c->k), vv = kview_of(c->v), vo = kview_of(c->o);
     kview vl = kview_of(c->lse);
     cl_int hq = (cl_int)p.hq, group = (cl_int)(p.hq / p.hkv), lq = (cl_int)p.lq, lk = (cl_int)p.lk;
-    cl_int causal = p.causal;
+    cl_int diag = diag_of(&p);
     float scale2 = scale_log2(&p);
     clkit_args a = clkit_args_of(kern);
     arg_view(&a, &vq), arg_view(&a, &vk), arg_view(&a, &vv), arg_view(&a, &vo), arg_view(&a, &vl);
-    clkit_arg(&a, 4, &hq), clkit_arg(&a, 4, &group), clkit_arg(&a, 4, &lq), clkit_arg(&a, 4, &lk), clkit_arg(&a, 4, &causal);
+    clkit_arg(&a, 4, &hq), clkit_arg(&a, 4, &group), clkit_arg(&a, 4, &lq), clkit_arg(&a, 4, &lk), clkit_arg(&a, 4, &diag);
     clkit_arg(&a, 4, &scale2);
     /* Heads across, blocks down: cl/attention.h's grid_block. */
     size_t global[2] = {(size_t)(p.b * p.hq) * t.wg, groups_of(p.lq, t.bm)}, local[2] = {t.wg, 1};
@@ -760,7 +851,7 @@ static clkit_status launch_grad(clkit_context *ctx, cl_kernel kern, const proble
                                 const blocking *t, const bwd_views *bv, int dkdv)
 {
     cl_int hq = (cl_int)p->hq, group = (cl_int)(p->hq / p->hkv), lq = (cl_int)p->lq;
-    cl_int lk = (cl_int)p->lk, causal = p->causal;
+    cl_int lk = (cl_int)p->lk, diag = diag_of(p);
     /* No query heads (Hq = 0 < Hkv): the kernels divide by the group, so each kv head reads
        as serving one head of no queries, whose dK and dV are the zeros that Lq = 0 gives. */
     if (group == 0) hq = (cl_int)p->hkv, group = 1, lq = 0;
@@ -771,7 +862,7 @@ static clkit_status launch_grad(clkit_context *ctx, cl_kernel kern, const proble
     clkit_arg(&a, sizeof bv->delta.buf, &bv->delta.buf);
     if (dkdv) arg_view(&a, &bv->dk), arg_view(&a, &bv->dv);
     else arg_view(&a, &bv->dq);
-    clkit_arg(&a, 4, &hq), clkit_arg(&a, 4, &group), clkit_arg(&a, 4, &lq), clkit_arg(&a, 4, &lk), clkit_arg(&a, 4, &causal);
+    clkit_arg(&a, 4, &hq), clkit_arg(&a, 4, &group), clkit_arg(&a, 4, &lq), clkit_arg(&a, 4, &lk), clkit_arg(&a, 4, &diag);
     clkit_arg(&a, 4, &scale2), clkit_arg(&a, 4, &scale);
     size_t global[2] = {(size_t)(p->b * (dkdv ? p->hkv : p->hq)) * t->wg,
                         groups_of(dkdv ? p->lk : p->lq, t->bm)};

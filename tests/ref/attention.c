@@ -22,10 +22,12 @@ static head_rows rows_of(const ref_attention_dims *a, const double *q, const dou
     return r;
 }
 
-/* Keys query i sees. */
+/* Keys query i sees: the first i + 1 (top-left), the first i + 1 + lk - lq (bottom-right),
+   within 0 .. lk. */
 static int64_t visible(const ref_attention_dims *a, int64_t i)
 {
-    return a->causal ? (i + 1 < a->lk ? i + 1 : a->lk) : a->lk;
+    int64_t n = a->causal == 1 ? i + 1 : a->causal == 2 ? i + 1 + a->lk - a->lq : a->lk;
+    return n < 0 ? 0 : n < a->lk ? n : a->lk;
 }
 
 static double magnitude(double x, int absolute) { return absolute ? fabs(x) : x; }

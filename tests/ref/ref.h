@@ -51,7 +51,8 @@ void ref_matmul(const ref_matrix *a, const ref_matrix *b, ref_matrix *c, int64_t
 
 /* ---- attention (attention.c) ---- */
 /* Dimensions of an attention problem: q (b, hq, lq, d), k and v (b, hkv, lk, d), all
-   row-major; query head h reads kv head h / (hq / hkv). causal: query i sees keys j <= i. */
+   row-major; query head h reads kv head h / (hq / hkv). causal 1: query i sees keys j <= i;
+   2: j <= i + lk - lq (bottom-right). */
 typedef struct ref_attention_dims {
     int64_t b, hq, hkv, lq, lk, d;
     int causal;
