@@ -186,8 +186,8 @@ attention() {
 }
 # attention_wgmma: each tile (BLOCK_M, BLOCK_N, WARPS, largest head dim, -) of host/ops/attention.c's
 # wgmma_fwd table for the head dims it serves (those above the previous tile's), in each 16-bit
-# dtype, for sm_90a: the forward's products overlap its softmax only if ptxas keeps the wgmma
-# asynchronous, so a serialised build fails.
+# dtype, for sm_90a. A build whose wgmma ptxas serialises (it does so where it cannot prove
+# that no other instruction touches an in-flight wgmma's registers) fails: it would run, slowly.
 attention_wgmma() {
   local tiles lo=32 d
   tiles=$(table "$root/host/ops/attention.c" wgmma_fwd)

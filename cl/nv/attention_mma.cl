@@ -431,8 +431,8 @@ INLINE void copy_panels(__local uchar *tile, __global const raw_t *src, long row
     }
 }
 
-/* Issues s = (the warpgroup's 64 rows of q) x (the key block)^T: a 64 x BLOCK_N wgmma a 16
-   head dims, 32 bytes along a panel's rows, committed as one group. */
+/* s = (the warpgroup's 64 rows of q) x (the key block)^T: a 64 x BLOCK_N wgmma a 16 head
+   dims, 32 bytes along a panel's rows. */
 INLINE void wg_scores(float *s, __local const uchar *qs, __local const uchar *ks)
 {
     #pragma unroll
@@ -445,68 +445,43 @@ INLINE void wg_scores(float *s, __local const uchar *qs, __local const uchar *ks
         CLKIT_CAT(NV_WGMMA_, BLOCK_N)(s, WG_TYPE, "0", "0", da, db);
     }
     nv_wgmma_commit();
+    NV_WGMMA_WAIT(0);
+    #pragma unroll
+    for (int i = 0; i < BLOCK_N / 2; i++) nv_pin(s + i);
 }
 
-/* P (the probabilities in s) as the A fragments of P V: accumulator tiles 2kk and 2kk + 1 are
-   the 16 keys of step kk. */
-INLINE void wg_pack(uint *pa, const float *s)
+/* acc = acc * alpha + P V: P's accumulator tiles 2kk and 2kk + 1 are the A fragment of the 16
+   keys of step kk; V's step is 16 rows of its panels, the panels LEAD apart along N. */
+INLINE void wg_rescale_product(float *acc, const float alpha[2], const float *p,
+                               __local const uchar *vs)
 {
+    uint a[BLOCK_N / 4];
     #pragma unroll
     for (int i = 0; i < BLOCK_N / 8; i++) {
-        pa[2 * i] = PACK(s[4 * i], s[4 * i + 1]);
-        pa[2 * i + 1] = PACK(s[4 * i + 2], s[4 * i + 3]);
+        a[2 * i] = PACK(p[4 * i], p[4 * i + 1]);
+        a[2 * i + 1] = PACK(p[4 * i + 2], p[4 * i + 3]);
     }
-}
-
-INLINE void wg_rescale(float *acc, const float alpha[2])
-{
     #pragma unroll
     for (int i = 0; i < HEAD_DIM / 2; i++) acc[i] *= alpha[(i / 2) % 2];
-}
-
-/* Issues acc += P V: V's step is 16 rows of its panels, the panels LEAD apart along N;
-   committed as one group. */
-INLINE void wg_product(float *acc, const uint *pa, __local const uchar *vs)
-{
     nv_wgmma_fence();
     #pragma unroll
     for (int kk = 0; kk < BLOCK_N / 16; kk++) {
         ulong db = nv_wgmma_desc(vs + kk * 16 * 128, PANEL_BYTES(BLOCK_N), 1024);
-        CLKIT_CAT(NV_WGMMA_RS_, HEAD_DIM)(acc, WG_TYPE, "1", (pa + 4 * kk), db);
+        CLKIT_CAT(NV_WGMMA_RS_, HEAD_DIM)(acc, WG_TYPE, "1", (a + 4 * kk), db);
     }
     nv_wgmma_commit();
-}
-
-INLINE void pin_all(float *x, int n)
-{
+    NV_WGMMA_WAIT(0);
     #pragma unroll
-    for (int i = 0; i < n; i++) nv_pin(x + i);
-}
-
-INLINE void pin_words(uint *x, int n)
-{
+    for (int i = 0; i < HEAD_DIM / 2; i++) nv_pin(acc + i);
     #pragma unroll
-    for (int i = 0; i < n; i++) __asm__ volatile("" : "+r"(x[i]) :: "memory");
+    for (int i = 0; i < BLOCK_N / 4; i++) __asm__ volatile("" : "+r"(a[i]) :: "memory");
 }
 
-/* The scores of key block n0 (complete) -> P in pa, with the online softmax's state and the
-   factor o_scale for the output rows. */
-INLINE void wg_softmax(score_acc s, uint *pa, float m[1][2], float l[1][2], float o_scale[1][2],
-                       int n0, int m0, int row0, int col_lane, int Lk, int diag, float scale2)
-{
-    pin_all(&s[0][0][0], BLOCK_N / 2);
-    if (n0 + BLOCK_N > Lk || hidden(n0 + BLOCK_N - 1, m0, diag))
-        mask_acc(s, row0, n0 + col_lane, Lk, diag, 1);
-    softmax_acc(s, m, l, o_scale, scale2);
-    wg_pack(pa, &s[0][0][0]);
-}
-
-/* Grid (B x Hq x MMA_WG, query blocks), as attn_fwd_mma. The products overlap the softmax as
-   FlashAttention-3's do within a warpgroup: step j issues the scores of block j + 1, then
-   P_j V_j, and computes block j + 1's softmax while P_j V_j runs (P double-buffered in
-   registers, since wgmma reads them asynchronously). Step j's copies (V_{j+1}, K_{j+2}) land
-   during step j; the barrier at its top also frees the buffers they take, so block 0's scores
-   are computed before the loop, ahead of the copy that overwrites K_0. */
+/* Grid (B x Hq x MMA_WG, query blocks), as attn_fwd_mma. Each product is waited for before the
+   next: a version that overlapped the softmax with P V inside each warpgroup, as
+   FlashAttention-3 does (the scores of block j + 1 issued before P_j V_j, P double-buffered),
+   ran 3 % slower on an H200 (docs/attention.md): the two warpgroups already take turns on the
+   tensor cores, and its extra registers cost more than the overlap gave. */
 __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_wgmma(
     IN(q), IN(k), IN(v), OUT(o), __global float *lse, long lse_off, long4 lse_st, int Hq,
     int group, int Lq, int Lk, int diag, float scale2)
@@ -518,64 +493,40 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_wgmma
     int tid = get_local_id(0), lane = tid % 32, wm = tid / 32 * 16, g = tid / 128;
     int bh = grid_head(), b = bh / Hq, h = bh % Hq, m0 = query_block_start(Lq, diag < Lk);
     int rows = min(BLOCK_M, Lq - m0), n_end = keys_end(m0, rows, Lk, diag);
-    int blocks = (n_end + BLOCK_N - 1) / BLOCK_N;
     int row0 = m0 + wm + lane / 4, col_lane = 2 * (lane % 4);
     __global const raw_t *kg = (__global const raw_t *)(k + HEAD(k, b, h / group));
     __global const raw_t *vg = (__global const raw_t *)(v + HEAD(v, b, h / group));
-    __local const uchar *qw = qs + g * PANEL_BYTES(64);
     copy_panels(qs, (__global const raw_t *)(q + HEAD(q, b, h) + m0 * q_st.s2), q_st.s2, BLOCK_M, rows, tid);
-    for (int j = 0; j < 2 && j < blocks; j++)
-        copy_panels(ks + j * TILE_BYTES(BLOCK_N), kg + j * BLOCK_N * k_st.s2, k_st.s2, BLOCK_N,
-                    min(BLOCK_N, Lk - j * BLOCK_N), tid);
-    if (blocks > 0) copy_panels(vs, vg, v_st.s2, BLOCK_N, min(BLOCK_N, Lk), tid);
+    if (n_end > 0) {
+        copy_panels(ks, kg, k_st.s2, BLOCK_N, min(BLOCK_N, Lk), tid);
+        copy_panels(vs, vg, v_st.s2, BLOCK_N, min(BLOCK_N, Lk), tid);
+    }
     nv_cp_async_commit();
 
-    float m[1][2] = {{-INFINITY, -INFINITY}}, l[1][2] = {{0.0f, 0.0f}}, o_scale[1][2];
+    float m[1][2] = {{-INFINITY, -INFINITY}}, l[1][2] = {{0.0f, 0.0f}};
     held_acc acc;
     zero_held(acc);
-    score_acc s;
-    uint pa[BLOCK_N / 4], pn[BLOCK_N / 4];
-    if (blocks > 0) {
+    for (int n0 = 0, j = 0; n0 < n_end; n0 += BLOCK_N, j++) {
+        int keys = min(BLOCK_N, Lk - n0), next = n0 + BLOCK_N;
+        __local uchar *kc = ks + (j % 2) * TILE_BYTES(BLOCK_N), *vc = vs + (j % 2) * TILE_BYTES(BLOCK_N);
+        /* Block j has landed, and every warpgroup is done with block j - 1, whose buffers
+           block j + 1 takes. */
         NV_CP_ASYNC_WAIT(0);
         nv_fence_proxy_async();
         barrier(CLK_LOCAL_MEM_FENCE);
-        wg_scores(&s[0][0][0], qw, ks);
-        NV_WGMMA_WAIT(0);
-        wg_softmax(s, pa, m, l, o_scale, 0, m0, row0, col_lane, Lk, diag, scale2);
-    }
-    for (int j = 0; j < blocks; j++) {
-        int next = (j + 1) * BLOCK_N;
-        /* V_j and K_{j+1} have landed, and every warpgroup is done with V_{j-1} and K_j, whose
-           buffers V_{j+1} and K_{j+2} take. */
-        NV_CP_ASYNC_WAIT(0);
-        nv_fence_proxy_async();
-        barrier(CLK_LOCAL_MEM_FENCE);
-        if (j + 1 < blocks)
-            copy_panels(vs + ((j + 1) % 2) * TILE_BYTES(BLOCK_N), vg + next * v_st.s2, v_st.s2, BLOCK_N,
-                        min(BLOCK_N, Lk - next), tid);
-        if (j + 2 < blocks)
-            copy_panels(ks + (j % 2) * TILE_BYTES(BLOCK_N), kg + (next + BLOCK_N) * k_st.s2, k_st.s2,
-                        BLOCK_N, min(BLOCK_N, Lk - next - BLOCK_N), tid);
-        nv_cp_async_commit();
-        /* The rescaling before either product is issued: ptxas serialises the wgmma of a
-           stage in which other instructions read accumulators. */
-        wg_rescale(&acc[0][0][0], o_scale[0]);
-        __local const uchar *vj = vs + (j % 2) * TILE_BYTES(BLOCK_N);
-        /* Each branch issues and waits for its own groups: ptxas, which cannot tell that one
-           condition guards both an issue and a wait, would serialise the wgmma otherwise. */
-        if (j + 1 < blocks) {
-            wg_scores(&s[0][0][0], qw, ks + ((j + 1) % 2) * TILE_BYTES(BLOCK_N));
-            wg_product(&acc[0][0][0], pa, vj);
-            NV_WGMMA_WAIT(1); /* the scores, issued before P V */
-            wg_softmax(s, pn, m, l, o_scale, next, m0, row0, col_lane, Lk, diag, scale2);
-        } else {
-            wg_product(&acc[0][0][0], pa, vj);
+        if (next < n_end) {
+            int o2 = ((j + 1) % 2) * TILE_BYTES(BLOCK_N), keys2 = min(BLOCK_N, Lk - next);
+            copy_panels(ks + o2, kg + next * k_st.s2, k_st.s2, BLOCK_N, keys2, tid);
+            copy_panels(vs + o2, vg + next * v_st.s2, v_st.s2, BLOCK_N, keys2, tid);
         }
-        NV_WGMMA_WAIT(0);
-        pin_all(&acc[0][0][0], HEAD_DIM / 2);
-        pin_words(pa, BLOCK_N / 4);
-        #pragma unroll
-        for (int i = 0; i < BLOCK_N / 4; i++) pa[i] = pn[i];
+        nv_cp_async_commit();
+        score_acc s;
+        wg_scores(&s[0][0][0], qs + g * PANEL_BYTES(64), kc);
+        if (keys < BLOCK_N || hidden(n0 + BLOCK_N - 1, m0, diag))
+            mask_acc(s, row0, n0 + col_lane, Lk, diag, 1);
+        float o_scale[1][2];
+        softmax_acc(s, m, l, o_scale, scale2);
+        wg_rescale_product(&acc[0][0][0], o_scale[0], &s[0][0][0], vc);
     }
     finish_rows(o + HEAD(o, b, h), o_st, lse, lse_off + b * lse_st.s0 + h * lse_st.s1, lse_st.s2,
                 acc, m, l, row0, col_lane, Lq, lane);

@@ -390,11 +390,10 @@ static int mma_pick(const struct clkit_device_props *dp, int d, size_t es, int k
 }
 
 /* Hopper's wgmma forward (attn_fwd_wgmma): two warpgroups of 64 query rows; the key block
-   by head dim, so that a lane's scores (bn / 2), output (d / 2) and two buffers of P (bn / 4
-   each) fit its 255 registers (ptxas for sm_90a: D 64 208, D 128 199, D 256 254 with 8 bytes
-   of spills in bf16; D 128 with 128 keys spilled 112 bytes, D 256 with 64 keys 104). Local memory:
-   q, and two stages of K and V, 1024-aligned. */
-static const mma_tiles wgmma_fwd[] = {{128, 128, 8, 64, 0}, {128, 64, 8, 128, 0}, {128, 32, 8, 256, 0}};
+   by head dim, so that a lane's scores (bn / 2) and output (d / 2) fit its 255 registers
+   (ptxas for sm_90a, tests/compile_nvptx.sh prints them). Local memory: q, and two stages
+   of K and V, 1024-aligned. */
+static const mma_tiles wgmma_fwd[] = {{128, 128, 8, 128, 0}, {128, 64, 8, 256, 0}};
 
 static uint64_t wgmma_local(const mma_tiles *t, int d)
 {
