@@ -776,12 +776,12 @@ static clkit_status decode(clkit_context *ctx, const call *c)
     kview vq = kview_of(c->q), vk = kview_of(c->k), vv = kview_of(c->v), vo = kview_of(c->o);
     kview vl = kview_of(c->lse);
     cl_int hq = (cl_int)p->hq, group = (cl_int)(p->hq / p->hkv), lq = (cl_int)p->lq, lk = (cl_int)p->lk;
-    cl_long diag = diag_of(p);
+    cl_int diag = diag_of(p);
     float scale2 = scale_log2(p);
     clkit_args a = clkit_args_of(k[0]);
     arg_view(&a, &vq), arg_view(&a, &vk), arg_view(&a, &vv), clkit_arg(&a, sizeof part, &part);
     clkit_arg(&a, 4, &hq), clkit_arg(&a, 4, &group), clkit_arg(&a, 4, &lq), clkit_arg(&a, 4, &lk);
-    clkit_arg(&a, 8, &diag), clkit_arg(&a, 4, &scale2), clkit_arg(&a, 4, &chunk);
+    clkit_arg(&a, 4, &diag), clkit_arg(&a, 4, &scale2), clkit_arg(&a, 4, &chunk);
     size_t global[2] = {groups * DEC_WG, (size_t)splits}, local[2] = {DEC_WG, 1};
     s = clkit_run(ctx, &a, 2, global, local);
     if (!s) {
