@@ -42,9 +42,9 @@ that no repeat accumulates into the previous gradients. Both in TFLOP/s as the t
 them (4 B H L^2 D, halved when causal; the backward 2.5 times that) and ms; f32 with TF32 off
 in cuBLAS and cuDNN, as clkit computes in f32.
 
-decode is the same SDPA on a few queries (B, Hq, Lq, D) against k and v (B, Hkv, Lk, D) with
-enable_gqa, ".causal" bottom-right (torch.nn.attention.bias.causal_lower_right), in GB/s of
-K, V, q and o.
+Shapes with ".qLq" (L is then Lk) and ".kvHkv" run q (B, H, Lq, D) against k and v (B, Hkv,
+Lk, D) with enable_gqa (decoding against a KV cache); ".br" is the bottom-right causal mask
+(torch.nn.attention.bias.causal_lower_right).
 
 For the targets of TARGETS.md:
 
@@ -64,7 +64,7 @@ import csv
 import sys
 
 OPS = ("add", "softmax", "dropout", "copy", "grayscale", "matmul", "layernorm",
-       "layernorm_backward", "linear_cross_entropy", "attention", "attention_backward", "decode")
+       "layernorm_backward", "linear_cross_entropy", "attention", "attention_backward")
 # --op FAMILY runs each op of it, as `clkit bench --op` does.
 FAMILIES = {"layernorm": ("layernorm", "layernorm_backward"),
             "attention": ("attention", "attention_backward")}
@@ -134,13 +134,17 @@ def make_lce(dtype, t, d, v):
                 (t, d, v))
 
 
-def make_attention(op, dtype, b, h, l, d, causal=True):
-    """B x H x L x D[.causal] as clkit spells it; the tutorial's FLOPs: 4 B H L^2 D, halved by
-    the causal mask, the backward 2.5 times the forward."""
-    forward = 4 * b * h * l * l * d // (2 if causal else 1)
+def make_attention(op, dtype, b, h, l, d, causal=True, lq=0, hkv=0, bottom_right=False):
+    """B x H x L x D[.qLq][.kvHkv][.causal|.br] as clkit spells it (L is Lk where .q gives Lq;
+    .br: bottom-right causal); the tutorial's FLOPs: 4 B H Lq Lk D, halved by the top-left
+    causal mask, the backward 2.5 times the forward."""
+    forward = 4 * b * h * (lq or l) * l * d // (2 if causal else 1)
     work = forward * 5 // 2 if op == "attention_backward" else forward
-    return Case(op, dtype, f"{b}x{h}x{l}x{d}" + (".causal" if causal else ""), work, "tflops",
-                (b, h, l, d))
+    mask = ".causal" if causal else ".br" if bottom_right else ""
+    shape = f"{b}x{h}x{l}x{d}" + (f".q{lq}" if lq else "") + (f".kv{hkv}" if hkv else "") + mask
+    case = Case(op, dtype, shape, work, "tflops", (b, h, l, d))
+    case.lq, case.hkv, case.bottom_right = lq or l, hkv or h, bottom_right
+    return case
 
 
 def matmul_cases(dtype, quick):
@@ -150,15 +154,6 @@ def matmul_cases(dtype, quick):
     side, cube, batch = (1024, 256, 4) if quick else (4096, 512, 16)
     cases += [make_matmul(dtype, m, side, side) for m in ((8,) if quick else (1, 8, 16))]
     return cases + [make_matmul(dtype, cube, cube, cube, batch, shared) for shared in (0, 1)]
-
-
-def make_decode(dtype, b, hq, hkv, lq, lk, d, causal=False):
-    """B x Hq x Hkv x Lq x Lk x D[.causal] as clkit spells it: a forward of a few queries
-    against a KV cache (causal: bottom-right, the last query sees every key), in GB/s of what
-    it must read and write (K, V, q and o)."""
-    moved = (2 * b * hkv * lk * d + 2 * b * hq * lq * d) * ELEMENT_SIZE[dtype]
-    return Case("decode", dtype, f"{b}x{hq}x{hkv}x{lq}x{lk}x{d}" + (".causal" if causal else ""),
-                moved, "gbps", (b, hq, hkv, lq, lk, d))
 
 
 def cases(op, dtype, quick):
@@ -185,10 +180,6 @@ def cases(op, dtype, quick):
     if op == "linear_cross_entropy":
         shapes = [(512, 128, 1000)] if quick else [(32768, 384, 32768), (8192, 4096, 128256)]
         return [make_lce(dtype, *s) for s in shapes]
-    if op == "decode":
-        shapes = [(1, 8, 2, 1, 4096, 64)] if quick else [(8, 32, 8, 1, 32768, 128),
-                                                          (8, 32, 8, 4, 32768, 128)]
-        return [make_decode(dtype, *s) for s in shapes]
     if op in ("attention", "attention_backward"):
         shapes = [(1, 2, 256, 64)] if quick else [
             (b, h, 512 * i, d) for b, h, d in ATTENTION_CONFIGS for i in range(1, 17)]
@@ -209,9 +200,10 @@ def cases_of(op, dtype, text):
     if op == "linear_cross_entropy":
         return [make_lce(dtype, *dims)]
     if op in ("attention", "attention_backward"):
-        return [make_attention(op, dtype, *dims, causal="causal" in suffixes)]
-    if op == "decode":
-        return [make_decode(dtype, *dims, causal="causal" in suffixes)]
+        counts = {w[:2] if w.startswith("kv") else w[:1]: int(w.lstrip("qkv")) for w in suffixes
+                  if w[:1] == "q" or w[:2] == "kv"}
+        return [make_attention(op, dtype, *dims, causal="causal" in suffixes, lq=counts.get("q", 0),
+                               hkv=counts.get("kv", 0), bottom_right="br" in suffixes)]
     if op == "grayscale":
         return [make_case(op, t, dims) for t in (["f32"] if dtype == "f32" else []) + ["u8"]]
     return [make_case(op, dtype, dims, transposed="T" in suffixes)]
@@ -271,12 +263,13 @@ def peer_function(case, torch):
     if case.op == "linear_cross_entropy":
         return lambda x, w, targets: F.cross_entropy(x @ w.t(), targets)
     if case.op in ("attention", "attention_backward"):
-        return lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=case.causal)
-    if case.op == "decode":
-        from torch.nn.attention.bias import causal_lower_right
-        lq, lk = case.dims[3], case.dims[4]
-        mask = causal_lower_right(lq, lk) if case.causal else None
-        return lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+        mask = None
+        if case.bottom_right:
+            from torch.nn.attention.bias import causal_lower_right
+            mask = causal_lower_right(case.lq, case.dims[2])
+        gqa = case.hkv != case.dims[1]
+        return lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=case.causal,
+                                                              enable_gqa=gqa)
     if case.op == "add":
         return lambda x, y: x + y
     if case.op == "softmax":
@@ -321,12 +314,11 @@ def peer_inputs(case, torch):
         weight = (rand(v, d) * d ** -0.5).requires_grad_()
         return (rand(t, d).requires_grad_(), weight,
                 torch.randint(0, v, (t,), device="cuda"))
-    if case.op == "decode":
-        b, hq, hkv, lq, lk, d = case.dims
-        return (rand(b, hq, lq, d), rand(b, hkv, lk, d), rand(b, hkv, lk, d))
     if case.op in ("attention", "attention_backward"):
-        qkv = tuple(rand(*case.dims).requires_grad_() for _ in range(3))
-        return qkv + ((rand(*case.dims),) if case.op == "attention_backward" else ())
+        b, h, lk, d = case.dims
+        q = rand(b, h, case.lq, d).requires_grad_()
+        k, v = (rand(b, case.hkv, lk, d).requires_grad_() for _ in range(2))
+        return (q, k, v) + ((rand(b, h, case.lq, d),) if case.op == "attention_backward" else ())
     if case.transposed:  # the source is the (cols, rows) matrix, read transposed
         return (rand(case.dims[1], case.dims[0]),)
     return (rand(*case.dims),)

@@ -3,6 +3,7 @@
 #include "internal.h"
 
 #include <ctype.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,29 +26,56 @@
 
 /* ---- logging and errors ---- */
 
-static int log_level(void)
+/* Logging is process-wide, as CLKIT_LOG is: most messages come from code that has no context
+   at hand (creation, cache files, the fast paths' verdicts). One recursive lock covers the
+   callback and every delivery, so that lines never interleave, a callback needs no locking of
+   its own, clkit_set_log_callback returns only once no other thread is inside the old one,
+   and a callback that calls back into clkit (which may log) does not deadlock itself. */
+static pthread_once_t log_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t log_lock;
+static int log_threshold;
+static clkit_log_fn log_fn;
+static void *log_user;
+
+static void log_init(void)
 {
-    static int level = -1;
-    if (level < 0) {
-        const char *e = getenv("CLKIT_LOG");
-        static const char *names[] = {"none", "error", "warn", "info", "debug"};
-        level = CLKIT_LOG_WARN;
-        for (int i = 0; e && i < 5; i++)
-            if (strcasecmp(e, names[i]) == 0) level = i;
-    }
-    return level;
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&log_lock, &a);
+    pthread_mutexattr_destroy(&a);
+    const char *e = getenv("CLKIT_LOG");
+    static const char *names[] = {"none", "error", "warn", "info", "debug"};
+    log_threshold = CLKIT_LOG_WARN;
+    for (int i = 0; e && i < 5; i++)
+        if (strcasecmp(e, names[i]) == 0) log_threshold = i;
+}
+
+void clkit_set_log_callback(clkit_log_fn fn, void *user)
+{
+    pthread_once(&log_once, log_init);
+    pthread_mutex_lock(&log_lock);
+    log_fn = fn;
+    log_user = user;
+    pthread_mutex_unlock(&log_lock);
 }
 
 void clkit_log(int level, const char *fmt, ...)
 {
-    if (level > log_level()) return;
+    pthread_once(&log_once, log_init);
+    if (level > log_threshold) return;
     static const char *tags[] = {"", "error", "warn", "info", "debug"};
     char line[2048];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "clkit %s: %s\n", tags[level], line);
+    pthread_mutex_lock(&log_lock);
+    if (log_fn)
+        log_fn(log_user, (clkit_log_level)level, line);
+    else
+        fprintf(stderr, "clkit %s: %s\n", tags[level], line);
+    pthread_mutex_unlock(&log_lock);
 }
 
 clkit_status clkit_fail(clkit_context *ctx, clkit_status s, const char *fmt, ...)
@@ -461,4 +489,53 @@ clkit_status clkit_finish(clkit_context *ctx)
     clkit_clear_error(ctx);
     cl_int err = clFinish(ctx->queue);
     return err == CL_SUCCESS ? CLKIT_OK : clkit_cl_fail(ctx, err, "clFinish");
+}
+
+/* ---- events in and out ---- */
+
+/* Every op enqueues on the context's one in-order queue, so a barrier there orders all later
+   ops after the events, and a marker there completes with everything before it. */
+
+clkit_status clkit_wait_events(clkit_context *ctx, cl_uint n, const cl_event *events)
+{
+    if (!ctx) return CLKIT_ERR_NULL_ARGUMENT;
+    clkit_clear_error(ctx);
+    if (n == 0) return CLKIT_OK;
+    if (!events) return clkit_fail(ctx, CLKIT_ERR_NULL_ARGUMENT, "events is NULL with n = %u", n);
+    /* What OpenCL would refuse only at the enqueue, or report later as a failed command that
+       poisons every op queued after it, is refused here by name. A handle that is neither
+       NULL nor a live event cannot be told apart without touching it: as in OpenCL, it is
+       the caller's error. */
+    for (cl_uint i = 0; i < n; i++) {
+        if (!events[i]) return clkit_fail(ctx, CLKIT_ERR_NULL_ARGUMENT, "events[%u] is NULL", i);
+        cl_context c = NULL;
+        cl_int status = CL_COMPLETE;
+        cl_int err = clGetEventInfo(events[i], CL_EVENT_CONTEXT, sizeof c, &c, NULL);
+        if (err == CL_SUCCESS)
+            err = clGetEventInfo(events[i], CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status,
+                                 &status, NULL);
+        if (err != CL_SUCCESS)
+            return clkit_fail(ctx, CLKIT_ERR_INVALID_VALUE, "events[%u] is not an event: "
+                              "clGetEventInfo failed with %s", i, clkit_cl_error_name(err));
+        if (c != ctx->cl)
+            return clkit_fail(ctx, CLKIT_ERR_INVALID_VALUE,
+                              "events[%u] belongs to another cl_context than the queue's", i);
+        if (status < 0)
+            return clkit_fail(ctx, CLKIT_ERR_INVALID_VALUE,
+                              "events[%u] has failed (execution status %d)", i, status);
+    }
+    cl_int err = clEnqueueBarrierWithWaitList(ctx->queue, n, events, NULL);
+    return err == CL_SUCCESS ? CLKIT_OK : clkit_cl_fail(ctx, err, "clEnqueueBarrierWithWaitList");
+}
+
+clkit_status clkit_enqueue_marker(clkit_context *ctx, cl_event *event)
+{
+    if (!ctx) return CLKIT_ERR_NULL_ARGUMENT;
+    clkit_clear_error(ctx);
+    if (!event) return clkit_fail(ctx, CLKIT_ERR_NULL_ARGUMENT, "event is NULL");
+    *event = NULL;
+    cl_int err = clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, event);
+    if (err == CL_SUCCESS) return CLKIT_OK;
+    *event = NULL;
+    return clkit_cl_fail(ctx, err, "clEnqueueMarkerWithWaitList");
 }

@@ -70,7 +70,7 @@ struct clkit_context {
 };
 
 /* ---- errors and logging (context.c) ---- */
-enum { CLKIT_LOG_ERROR = 1, CLKIT_LOG_WARN, CLKIT_LOG_INFO, CLKIT_LOG_DEBUG };
+/* level: a clkit_log_level (clkit.h); to stderr, or to clkit_set_log_callback's function. */
 void clkit_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Records a message on ctx (if any) and returns status, so callers can `return clkit_fail(...)`. */
 clkit_status clkit_fail(clkit_context *ctx, clkit_status s, const char *fmt, ...)

@@ -118,6 +118,17 @@ struct clkit_device_props {
     int opencl_c_major, opencl_c_minor;
 };
 
+/* ---- f16 and bf16 on the host (host/half.c) ---- */
+/* For filling and reading CLKIT_F16 (IEEE binary16) and CLKIT_BF16 (the top half of an f32)
+   buffers, whose elements are these uint16_t. To 16 bits rounds to nearest, ties to even,
+   keeps subnormals, overflows to infinity and keeps a NaN a NaN of its sign (made quiet);
+   back to f32 is exact (an f16 NaN comes back quiet). Plain functions of their argument: no
+   context, any thread. */
+uint16_t     clkit_f32_to_f16(float x);
+float        clkit_f16_to_f32(uint16_t h);
+uint16_t     clkit_f32_to_bf16(float x);
+float        clkit_bf16_to_f32(uint16_t b);
+
 /* ---- context ---- */
 typedef struct clkit_context clkit_context;
 
@@ -215,7 +226,8 @@ typedef enum clkit_activation {
 typedef enum clkit_provider {
     CLKIT_PROVIDER_AUTO,    /* tuned choice from the cache, else clkit's heuristic default */
     CLKIT_PROVIDER_CLKIT,   /* clkit's own kernels */
-    CLKIT_PROVIDER_CLBLAST  /* CLBlast's GEMM (f32, no activation; else UNSUPPORTED). Calls
+    CLKIT_PROVIDER_CLBLAST  /* CLBlast's GEMM (f32, no activation; else UNSUPPORTED, as is
+                               every call to a libclkit built without CLBlast). Calls
                                whose strides BLAS cannot express (zero, negative or
                                overlapping; neither dimension of unit stride) or with K = 0
                                run on clkit's kernels instead. */
@@ -431,6 +443,108 @@ clkit_status clkit_tuned_export(clkit_context *ctx, const char *path);
    malformed ones skipped with a warning (a file with none usable is CLKIT_ERR_IO). Files are
    read only when regular and at most 64 MiB. */
 clkit_status clkit_tuned_import(clkit_context *ctx, const char *path);
+
+/* ---- hooks: log callback, events, benchmarking (host/context.c, host/benchmark.c) ---- */
+
+/* The levels of the library's diagnostics, as CLKIT_LOG names them. */
+typedef enum clkit_log_level {
+    CLKIT_LOG_ERROR = 1, CLKIT_LOG_WARN, CLKIT_LOG_INFO, CLKIT_LOG_DEBUG
+} clkit_log_level;
+/* One diagnostic: its level and its text, without the "clkit warn: " prefix and newline that
+   stderr gets. message lives until fn returns. */
+typedef void (*clkit_log_fn)(void *user, clkit_log_level level, const char *message);
+/* Sends the diagnostics to fn instead of stderr; fn NULL: to stderr again. Process-wide, as
+   CLKIT_LOG is, for every context and thread: many messages come from where no context is
+   (a failed creation, the cache files). Only levels CLKIT_LOG lets through (default warn)
+   reach fn. Deliveries are serialised: fn runs on the thread that logs, one call at a time,
+   and may call clkit (a message that causes comes to fn nested); it must not wait for another
+   thread that uses clkit. Once this returns, no other thread is inside the previous fn or
+   calls it again, so its user may be freed. */
+void         clkit_set_log_callback(clkit_log_fn fn, void *user);
+
+/* Events in and out of ops. Every op enqueues on the context's one in-order queue, so they are
+   per context rather than per op: between a host program's own OpenCL work (or another
+   context's) and clkit's, in either direction. */
+/* Every op enqueued on ctx after this call waits until the n events have completed (a barrier
+   on the queue); events of any queue of the queue's cl_context, user events included. Ops
+   that wait for the device (clkit_finish, a cross-entropy target check) wait for them too.
+   n = 0: nothing to do. events NULL with n > 0, or a NULL entry: CLKIT_ERR_NULL_ARGUMENT; an
+   event of another cl_context or one that has failed: CLKIT_ERR_INVALID_VALUE. A handle that
+   is not a live event is undefined behaviour, as in OpenCL. */
+clkit_status clkit_wait_events(clkit_context *ctx, cl_uint n, const cl_event *events);
+/* *event: a new event (the caller releases it) that completes once every op enqueued on ctx
+   so far has completed: a marker on the queue, for clWaitForEvents or another queue's wait
+   list. NULL on failure. */
+clkit_status clkit_enqueue_marker(clkit_context *ctx, cl_event *event);
+
+/* How clkit_benchmark times a repeat. */
+typedef enum clkit_timing {
+    CLKIT_TIMING_AUTO,        /* EVENTS on a profiling context, else WALL */
+    /* Kernel time from profiling events (needs clkit_options.profiling): from the start of
+       the first kernel of the clkit ops fn enqueues on ctx to the end of the last, as
+       clkit_profile_begin/_end. OpenCL work that fn enqueues itself is not seen: use WALL. */
+    CLKIT_TIMING_EVENTS,
+    CLKIT_TIMING_WALL,        /* host wall clock from the call of fn until clFinish returns */
+    /* Host wall clock over batches of back-to-back calls and one clFinish, per call, without
+       flushes: launches overlap as in a real workload. A batch is as many calls as let
+       min_reps batches fill rep_ms (1 to 1000). For work whose events do not cover it all. */
+    CLKIT_TIMING_WALL_BATCHED
+} clkit_timing;
+
+#define CLKIT_BENCHMARK_MAX_QUANTILES 8
+
+/* ABI: the benchmark structs grow only into their reserved fields, with zero meaning what
+   today's library does (clkit_benchmark refuses options whose reserved fields it does not
+   know as set); any other change to a public struct bumps the soname. */
+typedef struct clkit_benchmark_options {
+    clkit_timing timing;     /* AUTO */
+    double warmup_ms;        /* 25: warm-up calls fill this much time (1 to max_reps calls) */
+    double rep_ms;           /* 100: timed repeats fill this much (min_reps to max_reps) */
+    double wall_limit_ms;    /* 1000: stop the repeats after this much wall time, flushes
+                                included, once min_reps ran; 0: no limit */
+    int min_reps, max_reps;  /* 10, 200 */
+    int reps;                /* 0; > 0: exactly this many timed repeats, no limits */
+    int flush;               /* 1: write a buffer before each timed repeat (not timed), to
+                                start from cold caches, as do_bench's L2 flush; 0: none */
+    uint64_t flush_bytes;    /* 0: 256 MiB on a GPU; on a CPU twice its last-level cache, 64
+                                to 256 MiB; at most the device's largest allocation */
+    cl_mem flush_buffer;     /* NULL: one of flush_bytes is made for the call; else this
+                                buffer of ctx's cl_context is written whole (reused across
+                                calls; flush_bytes unused) */
+    int nquantiles;          /* 0; quantiles in [0, 1] to report besides p20, median, p80 */
+    double quantiles[CLKIT_BENCHMARK_MAX_QUANTILES];
+    uint64_t reserved[8];    /* zero */
+} clkit_benchmark_options;
+
+/* Times per call, in milliseconds, over the timed repeats. */
+typedef struct clkit_benchmark_result {
+    double median_ms, p20_ms, p80_ms, min_ms, max_ms, mean_ms;
+    double quantile_ms[CLKIT_BENCHMARK_MAX_QUANTILES];  /* of options.quantiles, in order */
+    clkit_timing timing;     /* what timed them: EVENTS, WALL or WALL_BATCHED */
+    int reps;                /* timed repeats */
+    int warmup;              /* untimed warm-up calls */
+    int batch;               /* calls per timed repeat: 1 unless WALL_BATCHED */
+    int calls;               /* calls of fn in all: 3 to plan, warm-up, batch x reps (on
+                                failure, those made) */
+    uint64_t flush_bytes;    /* written before each timed repeat; 0: none */
+    uint64_t reserved[8];    /* zero */
+} clkit_benchmark_result;
+
+/* What clkit_benchmark times: one call of the caller's work on ctx, CLKIT_OK or a failure
+   that ends the benchmark and is returned (its clkit_last_error kept). */
+typedef clkit_status (*clkit_benchmark_fn)(clkit_context *ctx, void *user);
+
+/* The defaults noted in clkit_benchmark_options. */
+clkit_benchmark_options clkit_benchmark_defaults(void);
+/* Times fn(ctx, user) as triton.testing.do_bench and `clkit bench` do: 3 calls estimate its
+   time (the first may build programs: their median counts), from which come the warm-up and
+   repeat counts; then the warm-up, a clFinish, and the timed repeats, each after a flush.
+   fn must enqueue on ctx and may wait (clkit_finish) or not. opt NULL: the defaults.
+   Bad options: CLKIT_ERR_INVALID_VALUE; EVENTS on a context without profiling:
+   CLKIT_ERR_UNSUPPORTED; called inside a clkit_profile_begin span: CLKIT_ERR_INVALID_VALUE. */
+clkit_status clkit_benchmark(clkit_context *ctx, clkit_benchmark_fn fn, void *user,
+                             const clkit_benchmark_options *opt, clkit_benchmark_result *res);
+/* ---- end of hooks ---- */
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop

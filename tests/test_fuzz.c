@@ -683,7 +683,7 @@ static void gen_matmul_options(fcase *c, bool tuning)
     c->mm.leaky_slope = (float)urange(&c->r, 0, 0.5);
     c->mm.provider = chance(&c->r, 0.7) ? CLKIT_PROVIDER_AUTO : CLKIT_PROVIDER_CLKIT;
     if (!tuning && c->t[MM_A].dtype == CLKIT_F32 && c->mm.activation == CLKIT_ACT_NONE &&
-        chance(&c->r, 0.1))
+        chance(&c->r, 0.1) && CLKIT_HAVE_CLBLAST)
         c->mm.provider = CLKIT_PROVIDER_CLBLAST;
     int precision = (int)irange(&c->r, 0, 9);
     c->mm.allow_tf32 = precision == 0, c->mm.exact_f32 = precision == 1;

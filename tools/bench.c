@@ -16,9 +16,11 @@
    rows takes minutes on a GPU; quick keeps a CPU run to seconds. */
 static const measure_budget full_budget = {25, 100, 1000, 10, 200, 0};
 static const measure_budget quick_budget = {5, 20, 250, 5, 30, 0};
+/* --reps at most: the repeats' times are kept in memory. */
+#define MAX_REPS 1000000
 
 typedef struct bench_opts {
-    const char *device, *op, *plot, *shapes;
+    const char *device, *op, *plot, *shapes, *from;
     clkit_dtype dtype;
     int quick, reps, tf32, exact_f32;
     out_format format;
@@ -30,6 +32,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: clkit bench [--op NAME|all] [--dtype f32|f16|bf16] [--tf32 | --exact-f32]\n"
                "                   [--quick] [--shapes LIST] [--reps N] [--csv | --json] [--plot FILE.png]\n"
                "                   [--device D]\n"
+               "       clkit bench --from FILE.csv --plot FILE.png [--op NAME]\n"
                "\n"
                "Times each op over the tutorials' sizes: add, dropout and copy n = 2^12 .. 2^27\n"
                "(copy also transposes square matrices), softmax 4096 x N for N = 128 i\n"
@@ -58,8 +61,10 @@ static void usage(FILE *f)
                "wall time of a first call in a new context with an empty cache (cold: compile) and\n"
                "again with the cache it filled (warm). linear_cross_entropy also shows the\n"
                "most device memory clkit held for intermediates during a call\n"
-               "(clkit_scratch_peak). Sizes that do not fit the device are skipped with a note\n"
-               "on stderr.\n"
+               "(clkit_scratch_peak). Tables and plots show GFLOP/s instead of TFLOP/s where\n"
+               "a table's first row or a panel's best is below 1 TFLOP/s (CPUs); CSV and JSON\n"
+               "keep TFLOP/s. Sizes that do not fit the device are skipped with a note on\n"
+               "stderr.\n"
                "\n"
                "  --op NAME    one op (default: all), or layernorm or attention for both of\n"
                "               its ops:\n"
@@ -74,12 +79,15 @@ static void usage(FILE *f)
                "               (allow_tf32 of clkit_matmul_options; a no-op elsewhere)\n"
                "  --exact-f32  matmul with f32 inputs keeps them off the tensor cores, where\n"
                "               they otherwise run as 3xTF32 (exact_f32 of clkit_matmul_options)\n"
-               "  --quick      a few small sizes: seconds on a CPU\n"
+               "  --quick      a few small sizes and repeats, no first-call timings, and the\n"
+               "               drivers' kernel caches left on: seconds per op on a CPU once\n"
+               "               its kernels are built (PoCL's first builds take longer)\n"
                "  --shapes L   only these comma-separated shapes of the --op, spelled as the\n"
-               "               CSV's shape column: 4096x8192 (rows x cols), MxNxK[xBATCH]\n"
-               "               (matmul), BxHxLxD[.causal] (attention), TxDxV (linear +\n"
-               "               cross-entropy)\n"
-               "  --reps N     exactly N timed repeats per row and column\n"
+               "               CSV's shape column: 4096x8192 (rows x cols), 1024x1024.T (a\n"
+               "               transposed copy), MxNxK[xBATCH] with .tn, .nt or .tt, .ashared,\n"
+               "               .bshared, .acc.relu (matmul), BxHxLxD[.causal] (attention),\n"
+               "               TxDxV (linear + cross-entropy); each dim 1 .. 2^31 - 1\n"
+               "  --reps N     exactly N timed repeats per row and column (1 .. 1000000)\n"
                "  --csv        CSV: op,dtype,shape,n_bytes,ms_median,ms_p20,ms_p80,gbps_median,\n"
                "               gbps_p20,gbps_p80,cold_ms,warm_ms,device,provider,n_flops,\n"
                "               tflops_median,tflops_p20,tflops_p80,scratch_mib: a line per\n"
@@ -94,17 +102,13 @@ static void usage(FILE *f)
                "               gnuplot (matmul: the M = N = K rows; attention: against L,\n"
                "               the configuration bench/TARGETS.md times in the dtype, bf16 as\n"
                "               f16, and the quick shape; linear_cross_entropy has no sweep\n"
-               "               to plot)\n"
+               "               to plot); a line per dtype and provider\n"
+               "  --from FILE  plot FILE instead of measuring: the CSV of --csv, or the merged\n"
+               "               CSV of bench/torch_peer.py --out, whose peers (torch, compile,\n"
+               "               upcast) get a line each beside clkit's providers\n"
                "  --device D   an index or a name substring, as $CLKIT_DEVICE\n"
                "\n"
                "Exit status: 0 done, 1 an op failed, 2 bad usage, 3 no plot could be made.\n");
-}
-
-static int bad_usage(const char *msg)
-{
-    fprintf(stderr, "clkit bench: %s\n", msg);
-    usage(stderr);
-    return TOOL_EXIT_USAGE;
 }
 
 /* -1 when the options are good, else the exit status. */
@@ -117,16 +121,17 @@ static int parse(int argc, char **argv, bench_opts *o)
         {"plot", required_argument, NULL, 'p'},  {"device", required_argument, NULL, 'd'},
         {"tf32", no_argument, NULL, 'f'},        {"help", no_argument, NULL, 'h'},
         {"shapes", required_argument, NULL, 's'}, {"exact-f32", no_argument, NULL, 'x'},
-        {NULL, 0, NULL, 0},
+        {"from", required_argument, NULL, 'F'},  {NULL, 0, NULL, 0},
     };
     memset(o, 0, sizeof *o);
     int c, t, formats = 0;
-    while ((c = getopt_long(argc, argv, "hd:", longs, NULL)) != -1) {
+    long long reps;
+    while ((c = getopt_long(argc, argv, ":hd:", longs, NULL)) != -1) {
         switch (c) {
         case 'o': o->op = strcmp(optarg, "all") ? optarg : NULL; break;
         case 't':
             if ((t = tool_dtype_parse(optarg)) < 0 || t > CLKIT_BF16)
-                return bad_usage("--dtype takes f32, f16 or bf16");
+                return tool_usage_error("bench", "--dtype takes f32, f16 or bf16, not '%s'", optarg);
             o->dtype = (clkit_dtype)t;
             break;
         case 'q': o->quick = 1; break;
@@ -134,28 +139,36 @@ static int parse(int argc, char **argv, bench_opts *o)
         case 'f': o->tf32 = 1; break;
         case 'x': o->exact_f32 = 1; break;
         case 'r':
-            if ((o->reps = atoi(optarg)) <= 0) return bad_usage("--reps takes a positive count");
+            if (tool_parse_int(optarg, 1, MAX_REPS, &reps))
+                return tool_usage_error("bench", "--reps takes a whole number from 1 to %d, not '%s'",
+                                        MAX_REPS, optarg);
+            o->reps = (int)reps;
             break;
         case 'c': o->format = OUT_CSV, formats++; break;
         case 'j': o->format = OUT_JSON, formats++; break;
         case 'p': o->plot = optarg; break;
         case 'd': o->device = optarg; break;
+        case 'F': o->from = optarg; break;
         case 'h': usage(stdout); return TOOL_EXIT_OK;
-        default: usage(stderr); return TOOL_EXIT_USAGE;
+        default: return tool_option_error("bench", c, argv);
         }
     }
+    if (optind < argc) return tool_usage_error("bench", "unexpected argument '%s'", argv[optind]);
     int benched = 0;
     for (int i = 0; o->op && i < op_count; i++) {
         op_shape shapes[OP_MAX_SHAPES];
+        char why[256];
         int n = 0, selected = op_table[i].bench_shapes && op_selected(&op_table[i], o->op);
-        if (selected && op_shape_list(&op_table[i], o->shapes, "clkit bench", shapes, &n))
-            return bad_usage("malformed --shapes");
+        if (selected && o->shapes &&
+            op_shape_list(&op_table[i], o->shapes, shapes, &n, why, sizeof why))
+            return tool_usage_error("bench", "--shapes: %s", why);
         benched |= selected;
     }
-    if (o->op && !benched) return bad_usage("no such op to bench");
-    if (o->shapes && !o->op) return bad_usage("--shapes needs an --op");
-    if (formats > 1) return bad_usage("--csv and --json exclude each other");
-    if (optind < argc) return bad_usage("unexpected arguments");
+    if (o->op && !benched) return tool_usage_error("bench", "no op '%s' to bench", o->op);
+    if (o->shapes && !o->op) return tool_usage_error("bench", "--shapes needs an --op");
+    if (formats > 1) return tool_usage_error("bench", "--csv and --json exclude each other");
+    if (o->from && (!o->plot || formats || o->shapes || o->quick || o->reps))
+        return tool_usage_error("bench", "--from plots a CSV: it takes --plot, and --op, alone");
     return -1;
 }
 
@@ -259,10 +272,12 @@ static clkit_status bench_row(bench_run *run, op_problem *p, int first_calls)
 static int bench_dtype(bench_run *run, const op_def *op, clkit_dtype dtype)
 {
     op_shape shapes[OP_MAX_SHAPES];
+    char why[256];
     int n = 0;
+    /* parse has read --shapes already: it cannot fail here. */
     if (!run->o->shapes)
         n = op->bench_shapes(run->o->quick, shapes);
-    else if (op_shape_list(op, run->o->shapes, "clkit bench", shapes, &n))
+    else if (op_shape_list(op, run->o->shapes, shapes, &n, why, sizeof why))
         return TOOL_EXIT_FAIL;
     if (run->report.format != OUT_TABLE)
         fprintf(stderr, "clkit bench: %s %s, %d shape%s\n", op->name, clkit_dtype_name(dtype), n,
@@ -271,8 +286,9 @@ static int bench_dtype(bench_run *run, const op_def *op, clkit_dtype dtype)
         op_problem p = op_problem_make(op, dtype, shapes[i]);
         p.allow_tf32 = run->o->tf32, p.exact_f32 = run->o->exact_f32;
         /* New contexts cost 1.5 s each on NVIDIA's OpenCL: first calls, which need two,
-           are measured on the first shape and on the targets' shapes only. */
-        clkit_status s = bench_row(run, &p, i == 0 || shapes[i].target);
+           are measured on the first shape and on the targets' shapes only; on none in quick
+           mode, whose driver caches stay on (a cold build on PoCL takes seconds a kernel). */
+        clkit_status s = bench_row(run, &p, !run->o->quick && (i == 0 || shapes[i].target));
         if (s) {
             char what[128], shape[48];
             op_shape_text(&p, shape, sizeof shape);
@@ -336,9 +352,14 @@ int cmd_bench(int argc, char **argv)
     bench_opts o;
     int rc = parse(argc, argv, &o);
     if (rc >= 0) return rc;
-    /* Driver caches of compiled kernels would turn a cold first call into a cache hit. */
-    setenv("CUDA_CACHE_DISABLE", "1", 1);
-    setenv("POCL_KERNEL_CACHE", "0", 1);
+    if (o.from) return out_plot_csv(o.from, o.op, o.plot);
+    /* Driver caches of compiled kernels would turn a cold first call into a cache hit. Quick
+       mode measures no first call, and keeps them: the peer and heuristic columns build
+       their kernels anew in each run, which takes minutes on PoCL without its cache. */
+    if (!o.quick) {
+        setenv("CUDA_CACHE_DISABLE", "1", 1);
+        setenv("POCL_KERNEL_CACHE", "0", 1);
+    }
     /* The bench times what the cache holds: autotuning on a miss would tune the heuristic
        column too, inside its untimed first call. */
     unsetenv("CLKIT_AUTOTUNE");

@@ -52,21 +52,18 @@ static int parse(int argc, char **argv, const char **device, const char **op)
         {NULL, 0, NULL, 0},
     };
     int c;
-    while ((c = getopt_long(argc, argv, "hd:", longs, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":hd:", longs, NULL)) != -1) {
         switch (c) {
         case 'o': *op = optarg; break;
         case 'd': *device = optarg; break;
         case 'h': usage(stdout); return TOOL_EXIT_OK;
-        default: usage(stderr); return TOOL_EXIT_USAGE;
+        default: return tool_option_error("check", c, argv);
         }
     }
+    if (optind < argc) return tool_usage_error("check", "unexpected argument '%s'", argv[optind]);
     int known = 0;
     for (int i = 0; *op && i < op_count; i++) known |= op_selected(&op_table[i], *op);
-    if (optind < argc || (*op && !known)) {
-        if (*op && !known) fprintf(stderr, "clkit check: no op '%s'\n", *op);
-        usage(stderr);
-        return TOOL_EXIT_USAGE;
-    }
+    if (*op && !known) return tool_usage_error("check", "no op '%s' to check", *op);
     return -1;
 }
 

@@ -1,8 +1,16 @@
 /* Helpers shared by the subcommands. */
 #include "tool.h"
 
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ops.h"
 
@@ -28,6 +36,85 @@ clkit_status tool_open(clkit_context **ctx, const char *device, const char *cach
 {
     clkit_options opt = {.device = device, .cache_dir = cache_dir, .profiling = profiling};
     return clkit_context_create(ctx, &opt);
+}
+
+/* strtoll and strtod skip leading spaces and take a sign; a number of the command line is
+   digits first (a sign allowed), and all of it. */
+static int number_start(const char *text)
+{
+    const char *at = text + (*text == '-' || *text == '+');
+    return isdigit((unsigned char)*at) || (*at == '.' && isdigit((unsigned char)at[1]));
+}
+
+int tool_parse_int(const char *text, long long lo, long long hi, long long *out)
+{
+    char *end;
+    if (!number_start(text)) return -1;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (errno || *end || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+int tool_parse_real(const char *text, double lo, double hi, double *out)
+{
+    char *end;
+    if (!number_start(text) || strspn(text, "0123456789.eE+-") != strlen(text)) return -1;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || *end || !isfinite(v) || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+int tool_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "clkit%s%s: ", cmd ? " " : "", cmd ? cmd : "");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nTry 'clkit%s%s --help'.\n", cmd ? " " : "", cmd ? cmd : "");
+    return TOOL_EXIT_USAGE;
+}
+
+int tool_option_error(const char *cmd, int c, char *const *argv)
+{
+    /* getopt_long has stepped past the bad word, unless it stopped inside a cluster of short
+       options ("-hx"), where optopt names the letter. */
+    const char *word = argv[optind - 1];
+    if (c == ':') return tool_usage_error(cmd, "option '%s' needs a value", word);
+    if (strncmp(word, "--", 2) != 0 && optopt)
+        return tool_usage_error(cmd, "unknown option '-%c'", optopt);
+    if (strchr(word, '='))
+        return tool_usage_error(cmd, "unknown option, or one that takes no value: '%s'", word);
+    return tool_usage_error(cmd, "unknown option '%s'", word);
+}
+
+int tool_term_width(void)
+{
+    static const int fds[] = {STDERR_FILENO, STDOUT_FILENO};
+    for (size_t i = 0; i < sizeof fds / sizeof *fds; i++) {
+        struct winsize ws;
+        if (isatty(fds[i]) && ioctl(fds[i], TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+            return ws.ws_col;
+    }
+    const char *env = getenv("COLUMNS");
+    long long columns;
+    return env && tool_parse_int(env, 1, 100000, &columns) == 0 ? (int)columns : 80;
+}
+
+const char *tool_rate_unit(int flops, double largest, double *scale)
+{
+    *scale = flops && largest < 1 ? 1e3 : 1;
+    return !flops ? "GB/s" : largest < 1 ? "GFLOP/s" : "TFLOP/s";
+}
+
+int tool_decimals(double v)
+{
+    double a = fabs(v);
+    return a >= 100 ? 1 : a >= 10 ? 2 : 3;
 }
 
 double tool_now_ms(void)
@@ -96,6 +183,18 @@ const size_t tool_prop_count = sizeof tool_props / sizeof *tool_props;
 const char *tool_prop_text(const struct clkit_device_props *p, const prop_field *f)
 {
     return f->kind == PROP_TEXT ? (const char *)p + f->offset : NULL;
+}
+
+json_object *tool_props_json(const struct clkit_device_props *p)
+{
+    json_object *o = json_object_new_object();
+    for (size_t i = 0; i < tool_prop_count; i++) {
+        const prop_field *f = &tool_props[i];
+        const char *text = tool_prop_text(p, f);
+        json_object_object_add(o, f->name, text ? json_object_new_string(text)
+                                                : json_object_new_int64(tool_prop_int(p, f)));
+    }
+    return o;
 }
 
 int64_t tool_prop_int(const struct clkit_device_props *p, const prop_field *f)

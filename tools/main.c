@@ -1,4 +1,5 @@
 /* clkit: the command line of the library. One subcommand per job; each takes --help. */
+#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -34,6 +35,8 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
     const char *name = argc > 1 ? argv[1] : NULL;
+    /* The commands report bad options themselves, as one line and a hint. */
+    opterr = 0;
     if (name && (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0)) {
         usage(stdout);
         return TOOL_EXIT_OK;
@@ -44,7 +47,6 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; name && i < sizeof commands / sizeof *commands; i++)
         if (strcmp(name, commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
-    if (name) fprintf(stderr, "clkit: unknown command '%s'\n", name);
-    usage(stderr);
-    return TOOL_EXIT_USAGE;
+    if (!name) return tool_usage_error(NULL, "no command given: info, check, bench or tune");
+    return tool_usage_error(NULL, "unknown command '%s': info, check, bench or tune", name);
 }

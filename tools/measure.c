@@ -75,115 +75,45 @@ clkit_status measure_flush_buffer(clkit_context *ctx, uint64_t bytes, cl_mem *ou
     return *out ? CLKIT_OK : op_cl_fail(err, "clCreateBuffer (cache flush scratch)");
 }
 
-/* One call timed by its kernels' profiling events; the flush runs before the span opens. */
-static clkit_status timed_call(clkit_context *ctx, const op_problem *p, cl_mem flush,
-                               double *ms)
-{
-    if (flush) {
-        static const cl_uint zero = 0;
-        cl_command_queue q;
-        size_t bytes = 0;
-        clkit_context_cl(ctx, NULL, &q, NULL);
-        clGetMemObjectInfo(flush, CL_MEM_SIZE, sizeof bytes, &bytes, NULL);
-        cl_int err = clEnqueueFillBuffer(q, flush, &zero, sizeof zero, 0, bytes, 0, NULL, NULL);
-        if (err != CL_SUCCESS) return op_cl_fail(err, "clEnqueueFillBuffer (cache flush)");
-    }
-    clkit_status s = op_status(ctx, clkit_profile_begin(ctx));
-    if (s) return s;
-    s = op_call(ctx, p);
-    /* End the span even after a failed call, so the context stops recording. */
-    clkit_status e = op_status(ctx, clkit_profile_end(ctx, ms));
-    return s ? s : e;
-}
+/* The call clkit_benchmark times. A failure of op_call has its message in op_error already;
+   one of clkit_benchmark itself (a flush, a wait) is taken from the context after. */
+typedef struct bench_call {
+    const op_problem *p;
+    int failed;
+} bench_call;
 
-static int cmp_double(const void *a, const void *b)
+static clkit_status call_op(clkit_context *ctx, void *user)
 {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Quantile q of sorted v with linear interpolation, as torch.quantile in do_bench. */
-static double quantile(const double *v, int n, double q)
-{
-    double pos = q * (n - 1);
-    int i = (int)pos;
-    return i + 1 < n ? v[i] + (pos - i) * (v[i + 1] - v[i]) : v[n - 1];
-}
-
-static int clamp_reps(double want, int lo, int hi)
-{
-    return want < lo ? lo : want > hi ? hi : (int)want;
-}
-
-/* Wall-clock time per call of `batch` calls enqueued back to back and waited for once. */
-static clkit_status wall_batch(clkit_context *ctx, const op_problem *p, int batch, double *ms)
-{
-    double t0 = tool_now_ms();
-    clkit_status s = CLKIT_OK;
-    for (int i = 0; i < batch && !s; i++) s = op_call(ctx, p);
-    if (!s) s = op_status(ctx, clkit_finish(ctx));
-    *ms = (tool_now_ms() - t0) / batch;
+    bench_call *c = user;
+    clkit_status s = op_call(ctx, c->p);
+    c->failed = s != CLKIT_OK;
     return s;
 }
 
-/* The counts of one measurement. */
-typedef struct plan {
-    int warm, reps;
-    int batch;  /* calls per repeat by wall clock; 0: one call per repeat, timed by events */
-} plan;
-
-static clkit_status time_one(clkit_context *ctx, const op_problem *p, const plan *pl,
-                             cl_mem flush, double *ms)
-{
-    return pl->batch ? wall_batch(ctx, p, pl->batch, ms) : timed_call(ctx, p, flush, ms);
-}
-
-/* do_bench's plan: the warm-up and repeat counts that fill the budget, from the median of a
-   few timed calls. By wall clock a repeat is a batch long enough for min_reps of them to fill
-   the budget, so that launch latency overlaps as in a real workload. */
-static clkit_status plan_repeats(clkit_context *ctx, const op_problem *p, const measure_budget *b,
-                                 measure_method how, cl_mem flush, plan *pl)
-{
-    double est[3];
-    clkit_status s = CLKIT_OK;
-    pl->batch = how == MEASURE_WALL;
-    for (int i = 0; i < 3 && !s; i++) s = time_one(ctx, p, pl, flush, &est[i]);
-    if (s) return s;
-    qsort(est, 3, sizeof *est, cmp_double);
-    double per = est[1] > 1e-4 ? est[1] : 1e-4;
-    if (pl->batch) pl->batch = clamp_reps(b->rep_ms / b->min_reps / per, 1, 1000);
-    double per_rep = per * (pl->batch ? pl->batch : 1);
-    pl->warm = clamp_reps(b->warmup_ms / per, 1, b->max_reps);
-    pl->reps = b->fixed_reps ? b->fixed_reps
-                             : clamp_reps(b->rep_ms / per_rep, b->min_reps, b->max_reps);
-    return CLKIT_OK;
-}
-
-/* do_bench: warm up, then time each repeat; median and quantiles. */
+/* do_bench through the library: warm-up, then each repeat timed; median and quantiles. */
 static clkit_status time_repeats(clkit_context *ctx, const op_problem *p,
                                  const measure_budget *b, measure_method how, cl_mem flush,
                                  measurement *m)
 {
-    plan pl;
-    int n = 0;
-    clkit_status s = plan_repeats(ctx, p, b, how, flush, &pl);
-    for (int i = 0; !s && i < pl.warm; i++) s = op_call(ctx, p);
-    if (!s) s = op_status(ctx, clkit_finish(ctx));
-    double *ms = s ? NULL : malloc((size_t)pl.reps * sizeof *ms);
-    if (!ms && !s) s = op_fail(CLKIT_ERR_OUT_OF_MEMORY, "repeat times");
-    for (double start = tool_now_ms(); !s && n < pl.reps;) {
-        s = time_one(ctx, p, &pl, flush, &ms[n++]);
-        if (!b->fixed_reps && n >= b->min_reps && tool_now_ms() - start > b->wall_ms) break;
-    }
-    if (!s) {
-        qsort(ms, (size_t)n, sizeof *ms, cmp_double);
-        m->ms_median = quantile(ms, n, 0.5);
-        m->ms_p20 = quantile(ms, n, 0.2);
-        m->ms_p80 = quantile(ms, n, 0.8);
-        m->reps = n;
-    }
-    free(ms);
-    return s;
+    clkit_benchmark_options o = clkit_benchmark_defaults();
+    o.timing = how == MEASURE_WALL ? CLKIT_TIMING_WALL_BATCHED : CLKIT_TIMING_EVENTS;
+    o.warmup_ms = b->warmup_ms;
+    o.rep_ms = b->rep_ms;
+    o.wall_limit_ms = b->wall_ms;
+    o.min_reps = b->min_reps;
+    o.max_reps = b->max_reps;
+    o.reps = b->fixed_reps;
+    o.flush = flush != NULL;
+    o.flush_buffer = flush;
+    bench_call c = {p, 0};
+    clkit_benchmark_result r;
+    clkit_status s = clkit_benchmark(ctx, call_op, &c, &o, &r);
+    if (s) return c.failed ? s : op_status(ctx, s);
+    m->ms_median = r.median_ms;
+    m->ms_p20 = r.p20_ms;
+    m->ms_p80 = r.p80_ms;
+    m->reps = r.reps;
+    return CLKIT_OK;
 }
 
 clkit_status measure_repeats(clkit_context *ctx, op_problem *p, const measure_budget *b,

@@ -43,8 +43,8 @@ clkit_status measure_first_calls(const char *device, op_problem *p, measurement 
 clkit_status measure_flush_buffer(clkit_context *ctx, uint64_t bytes, cl_mem *out);
 
 /* Times p in ctx (a profiling context) as do_bench: a first call, untimed, builds or loads
-   its programs and gives the scratch peak; then warm-up and repeats, by events each after a
-   write of `flush` (NULL: none) outside the timed span, or by wall clock. */
+   its programs and gives the scratch peak; then clkit_benchmark's warm-up and repeats, by
+   events each after a write of `flush` (NULL: none) outside the timed span, or by wall clock. */
 clkit_status measure_repeats(clkit_context *ctx, op_problem *p, const measure_budget *b,
                              measure_method how, cl_mem flush, measurement *m);
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ref/ref.h"
+#include "tool.h"
 
 #define FLOATS (OP_DT(CLKIT_F32) | OP_DT(CLKIT_F16) | OP_DT(CLKIT_BF16))
 
@@ -378,24 +379,39 @@ static double flops_lce(const op_problem *p)
     return 6.0 * (double)s->rows * (double)s->cols * (double)s->depth;
 }
 
-/* Attention with as many kv heads as query heads. q, k, v, o and their gradients are
-   (B, H, L, D), stored as (B H, L, D); lse is (B, H, L) f32, stored as (B H, L). The forward's
-   slots, then the backward's after the same q, k, v and o. */
+/* Attention: q, o and their gradients are (B, H, Lq, D), k, v and theirs (B, Hkv, Lk, D),
+   stored as (B H, L, D); lse is (B, H, Lq) f32, stored as (B H, Lq). L is Lq and Lk alike and
+   Hkv is H unless the shape says otherwise (.qM, .kvN: decoding, grouped-query heads). The
+   forward's slots, then the backward's after the same q, k, v and o. */
 enum { ATT_Q, ATT_K, ATT_V, ATT_O, ATT_LSE };
 enum { ATB_DOUT = ATT_O + 1, ATB_DQ, ATB_LSE, ATB_DK, ATB_DV };
 
 static clkit_attention_options attention_options(const op_problem *p)
 {
     clkit_attention_options o = clkit_attention_defaults();
-    o.causal = (p->shape.flags & OP_CAUSAL) != 0;
+    o.causal = p->shape.flags & OP_CAUSAL_BR ? CLKIT_CAUSAL_BOTTOM_RIGHT
+               : p->shape.flags & OP_CAUSAL  ? CLKIT_CAUSAL_TOP_LEFT
+                                             : CLKIT_CAUSAL_NONE;
     return o;
+}
+
+static int64_t attention_kv_heads(const op_shape *s) { return s->kv_heads ? s->kv_heads : s->depth; }
+static int64_t attention_queries(const op_shape *s) { return s->queries ? s->queries : s->rows; }
+
+static clkit_status call_attention_backward(clkit_context *ctx, const op_problem *p);
+
+/* Whether slot k is k, v or one of their gradients: kv heads by Lk rows. */
+static int attention_is_kv(const op_problem *p, int slot)
+{
+    int bwd = p->op->call == call_attention_backward;
+    return slot == ATT_K || slot == ATT_V || (bwd && (slot == ATB_DK || slot == ATB_DV));
 }
 
 /* Slot k as the API takes it, 4-D (lse 3-D): its leading B H dim split in two. */
 static clkit_tensor attention_view(const op_problem *p, int slot)
 {
     const clkit_tensor *t = &p->t[slot];
-    int64_t shape[4] = {p->shape.batch, p->shape.depth};
+    int64_t shape[4] = {p->shape.batch, attention_is_kv(p, slot) ? attention_kv_heads(&p->shape) : p->shape.depth};
     memcpy(shape + 2, t->shape + 1, (size_t)(t->ndim - 1) * sizeof *shape);
     return clkit_tensor_contiguous(t->buffer, t->dtype, t->ndim + 1, shape);
 }
@@ -466,10 +482,12 @@ static int attention_is_lse(const op_problem *p, int slot)
 static void dims_attention(const op_problem *p, int slot, int64_t d[3])
 {
     const op_shape *s = &p->shape;
-    int lse = attention_is_lse(p, slot);
-    d[0] = lse ? 0 : s->batch * s->depth;
-    d[1] = lse ? s->batch * s->depth : s->rows;
-    d[2] = lse ? s->rows : s->cols;
+    int lse = attention_is_lse(p, slot), kv = attention_is_kv(p, slot);
+    int64_t heads = s->batch * (kv ? attention_kv_heads(s) : s->depth);
+    int64_t rows = kv ? s->rows : attention_queries(s);
+    d[0] = lse ? 0 : heads;
+    d[1] = lse ? heads : rows;
+    d[2] = lse ? rows : s->cols;
 }
 
 static clkit_dtype dtype_attention(const op_problem *p, int slot)
@@ -480,8 +498,8 @@ static clkit_dtype dtype_attention(const op_problem *p, int slot)
 static ref_attention_dims attention_ref_dims(const op_problem *p)
 {
     const op_shape *s = &p->shape;
-    ref_attention_dims a = {s->batch, s->depth, s->depth, s->rows, s->rows, s->cols,
-                            (s->flags & OP_CAUSAL) != 0, 1 / sqrt((double)s->cols)};
+    ref_attention_dims a = {s->batch, s->depth, attention_kv_heads(s), attention_queries(s), s->rows,
+                            s->cols, attention_options(p).causal, 1 / sqrt((double)s->cols)};
     return a;
 }
 
@@ -525,8 +543,8 @@ static void want_attention_backward(const op_problem *p, const double *const *in
 static double flops_attention_forward(const op_problem *p)
 {
     const op_shape *s = &p->shape;
-    double f = 4.0 * (double)s->batch * (double)s->depth * (double)s->rows * (double)s->rows *
-               (double)s->cols;
+    double f = 4.0 * (double)s->batch * (double)s->depth * (double)attention_queries(s) *
+               (double)s->rows * (double)s->cols;
     return s->flags & OP_CAUSAL ? f / 2 : f;
 }
 
@@ -664,10 +682,13 @@ static op_shape attention_shape(int64_t batch, int64_t heads, int64_t len, int64
                       .flags = OP_CAUSAL};
 }
 
-/* L off every block size, causal; and not causal with B > 1 at another head dim. */
+/* L off every block size, causal; not causal with B > 1 at another head dim; and decoding:
+   three queries of four heads on two kv heads against 300 keys, bottom-right. */
 static const op_shape attention_checks[] = {
     {.batch = 1, .depth = 2, .rows = 67, .cols = 32, .flags = OP_CAUSAL},
-    {.batch = 2, .depth = 1, .rows = 40, .cols = 64}, {0}};
+    {.batch = 2, .depth = 1, .rows = 40, .cols = 64},
+    {.batch = 1, .depth = 4, .rows = 300, .cols = 32, .flags = OP_CAUSAL_BR, .kv_heads = 2, .queries = 3},
+    {0}};
 
 /* Both configurations, L = 512 i for i = 1 .. 16, whatever the dtype: the shapes do not know
    it. The targets' first calls at their L. Quick: one small shape. */
@@ -938,8 +959,12 @@ void op_shape_text(const op_problem *p, char *buf, size_t n)
         snprintf(buf, n, "%lldx%lldx%lld%s%s", (long long)s->rows, (long long)s->cols,
                  (long long)s->depth, batch, suffix);
     } else if (p->op->ndim == 4) {
-        snprintf(buf, n, "%lldx%lldx%lldx%lld%s", (long long)s->batch, (long long)s->depth,
-                 (long long)s->rows, (long long)s->cols, s->flags & OP_CAUSAL ? ".causal" : "");
+        char q[24] = "", kv[24] = "";
+        if (s->queries) snprintf(q, sizeof q, ".q%lld", (long long)s->queries);
+        if (s->kv_heads) snprintf(kv, sizeof kv, ".kv%lld", (long long)s->kv_heads);
+        snprintf(buf, n, "%lldx%lldx%lldx%lld%s%s%s", (long long)s->batch, (long long)s->depth,
+                 (long long)s->rows, (long long)s->cols, q, kv,
+                 s->flags & OP_CAUSAL ? ".causal" : s->flags & OP_CAUSAL_BR ? ".br" : "");
     } else if (p->op->ndim == 1 && !s->transposed) {
         snprintf(buf, n, "%lld", (long long)s->cols);
     } else {
@@ -956,49 +981,152 @@ void op_dtype_text(const op_problem *p, char *buf, size_t n)
         snprintf(buf, n, "%s>%s", clkit_dtype_name(p->dtype), clkit_dtype_name(p->out_dtype));
 }
 
-int op_shape_parse(const op_def *op, const char *text, op_shape *out)
+/* The words op_shape_text writes after the dims, in its order: what each sets, and the ops
+   that take it (ndim; 3: matmul alone, as the other (M, N, K) op has no layouts). */
+static const struct {
+    const char *word;
+    int ndim, transposed, shared, flags;
+} shape_words[] = {
+    {".T", 1, 1, 0, 0},          {".tn", 3, 1, 0, 0},          {".nt", 3, 2, 0, 0},
+    {".tt", 3, 3, 0, 0},         {".ashared", 3, 0, 1, 0},     {".bshared", 3, 0, 2, 0},
+    {".acc.relu", 3, 0, 0, OP_ACCUMULATE}, {".causal", 4, 0, 0, OP_CAUSAL},
+    {".br", 4, 0, 0, OP_CAUSAL_BR},
+};
+
+/* Attention's numbered words, before the others: ".qM" (Lq, with L the keys' Lk) then ".kvN"
+   (kv heads, a divisor of H). Returns the text after them, or NULL when one is malformed. */
+static const char *attention_counts(const char *rest, op_shape *s)
 {
-    int64_t d[4];
+    static const char *const words[2] = {".q", ".kv"};
+    int64_t *fields[2] = {&s->queries, &s->kv_heads};
+    for (int w = 0; w < 2; w++) {
+        size_t len = strlen(words[w]), digits = 0;
+        if (strncmp(rest, words[w], len) != 0 || !isdigit((unsigned char)rest[len])) continue;
+        while (isdigit((unsigned char)rest[len + digits])) digits++;
+        char text[24];
+        long long v;
+        if (digits >= sizeof text || (rest[len + digits] && rest[len + digits] != '.')) return NULL;
+        memcpy(text, rest + len, digits);
+        text[digits] = 0;
+        if (tool_parse_int(text, 1, OP_MAX_DIM, &v)) return NULL;
+        *fields[w] = v;
+        rest += len + digits;
+    }
+    return rest;
+}
+
+/* The dims before the first '.' of text into d (at most 4); their count, or -1 when one is not
+   a whole number in 1 .. OP_MAX_DIM. *rest: what follows them. */
+static int parse_dims(const char *text, int64_t d[4], const char **rest)
+{
     int n = 0;
-    char *end = NULL;
-    for (const char *at = text;; at = end + 1) {
-        if (n == 4 || !isdigit((unsigned char)*at)) return -1;
-        long long v = strtoll(at, &end, 10);
-        if (v <= 0) return -1;
+    for (const char *at = text;; at++) {
+        size_t len = strcspn(at, "x.");
+        char digits[24];
+        long long v;
+        if (n == 4 || len == 0 || len >= sizeof digits || !isdigit((unsigned char)*at)) return -1;
+        memcpy(digits, at, len);
+        digits[len] = 0;
+        if (tool_parse_int(digits, 1, OP_MAX_DIM, &v)) return -1;
         d[n++] = v;
-        if (*end != 'x') break;
+        at += len;
+        if (*at != 'x') {
+            *rest = at;
+            return n;
+        }
     }
-    /* ndim numbers; a (M, N, K) op may add the batch count; attention may end in .causal. */
-    int want = op->ndim < 2 ? 1 : op->ndim, causal = op->ndim == 4 && strcmp(end, ".causal") == 0;
-    if ((*end && !causal) || (n != want && !(op->ndim == 3 && n == 4))) return -1;
-    memset(out, 0, sizeof *out);
-    if (op->ndim == 4) {
-        *out = attention_shape(d[0], d[1], d[2], d[3]);
-        out->flags = causal ? OP_CAUSAL : 0;
-        return 0;
+}
+
+/* The words after the dims into s, each at most once and in shape_words' order; -1 on any
+   other text. */
+static int parse_words(const op_def *op, const char *rest, op_shape *s)
+{
+    size_t next = 0;
+    while (*rest) {
+        size_t i = next, len = 0;
+        for (; i < sizeof shape_words / sizeof *shape_words; i++) {
+            len = strlen(shape_words[i].word);
+            if (strncmp(rest, shape_words[i].word, len) == 0 && (!rest[len] || rest[len] == '.'))
+                break;
+        }
+        if (i == sizeof shape_words / sizeof *shape_words || shape_words[i].ndim != op->ndim ||
+            (op->ndim == 3 && op->call != call_matmul) ||
+            (shape_words[i].transposed && s->transposed))
+            return -1;
+        s->transposed |= shape_words[i].transposed;
+        s->shared |= shape_words[i].shared;
+        s->flags |= shape_words[i].flags;
+        rest += len;
+        next = i + 1;
     }
-    out->rows = n > 1 ? d[0] : 1;
-    out->cols = d[n > 1];
-    if (n >= 3) out->depth = d[2];
-    if (n == 4) out->batch = d[3];
     return 0;
 }
 
-int op_shape_list(const op_def *op, const char *list, const char *who, op_shape *out, int *n)
+int op_shape_parse(const op_def *op, const char *text, op_shape *out)
 {
-    for (const char *at = list; at && *at && *n < OP_MAX_SHAPES;) {
+    int64_t d[4], product = 1;
+    const char *rest;
+    op_shape s;
+    memset(&s, 0, sizeof s);
+    int n = parse_dims(text, d, &rest);
+    if (n >= 0 && op->ndim == 4) rest = attention_counts(rest, &s);
+    if (n < 0 || !rest || parse_words(op, rest, &s)) return -1;
+    if ((s.flags & OP_CAUSAL) && (s.flags & OP_CAUSAL_BR)) return -1;
+    /* ndim numbers, two for a transposed 1-D op (a matrix); a matmul may add the batch. */
+    int want = op->ndim == 1 ? 1 + (s.transposed != 0) : op->ndim;
+    if (n != want && !(op->call == call_matmul && n == 4)) return -1;
+    for (int i = 0; i < n; i++)
+        if (__builtin_mul_overflow(product, d[i], &product) || product > OP_MAX_PRODUCT) return -2;
+    if (op->ndim == 4) {
+        if (s.kv_heads && d[1] % s.kv_heads) return -1;
+        *out = attention_shape(d[0], d[1], d[2], d[3]);
+        out->flags = s.flags, out->queries = s.queries, out->kv_heads = s.kv_heads;
+        return 0;
+    }
+    s.rows = n > 1 ? d[0] : 1;
+    s.cols = d[n > 1];
+    if (n >= 3) s.depth = d[2];
+    if (n == 4) s.batch = d[3];
+    *out = s;
+    return 0;
+}
+
+/* How op's shapes are spelled, for the message about one that is not. */
+static const char *shape_grammar(const op_def *op)
+{
+    if (op->call == call_matmul) return "MxNxK[xBATCH][.tn|.nt|.tt][.ashared][.bshared][.acc.relu]";
+    switch (op->ndim) {
+    case 1: return "N, or ROWSxCOLS.T transposed";
+    case 2: return "ROWSxCOLS";
+    case 3: return "TxDxV";
+    default: return "BxHxLxD[.qLq][.kvHkv][.causal|.br] (L: Lk when .q gives Lq; .br: bottom-right causal)";
+    }
+}
+
+int op_shape_list(const op_def *op, const char *list, op_shape *out, int *n, char *why,
+                  size_t why_n)
+{
+    for (const char *at = list;; at++) {
         size_t len = strcspn(at, ",");
         char text[64];
-        snprintf(text, sizeof text, "%.*s", (int)(len < sizeof text ? len : sizeof text - 1), at);
-        if (len >= sizeof text || op_shape_parse(op, text, &out[*n]) != 0) {
-            fprintf(stderr, "%s: '%.*s' is not a shape of %s (see --help)\n", who, (int)len, at,
-                    op->name);
-            return -1;
+        int bad = len >= sizeof text ? -1 : 0;
+        if (!bad) {
+            memcpy(text, at, len);
+            text[len] = 0;
+            bad = *n == OP_MAX_SHAPES ? -3 : op_shape_parse(op, text, &out[*n]);
         }
+        if (bad == -1)
+            snprintf(why, why_n, "'%.*s' is not a shape of %s: %s, each dim a whole number from "
+                     "1 to %lld", (int)len, at, op->name, shape_grammar(op), OP_MAX_DIM);
+        else if (bad == -2)
+            snprintf(why, why_n, "'%s' is too large: the product of its dims exceeds 2^53", text);
+        else if (bad == -3)
+            snprintf(why, why_n, "more than %d shapes", OP_MAX_SHAPES);
+        if (bad) return -1;
         ++*n;
-        at += len + (at[len] == ',');
+        at += len;
+        if (!*at) return 0;
     }
-    return 0;
 }
 
 double op_plot_x(const op_problem *p)

@@ -18,6 +18,7 @@ enum {
                            (matmul: alpha 1.5, beta -0.5, relu) */
     OP_OUT_IN = 2,      /* the output in the inputs' dtype, not the op's f32 (matmul) */
     OP_CAUSAL = 4,      /* attention: query i sees keys j <= i */
+    OP_CAUSAL_BR = 8,   /* attention: query i sees keys j <= i + Lk - Lq (bottom-right) */
 };
 
 typedef struct op_shape {
@@ -29,7 +30,9 @@ typedef struct op_shape {
     int64_t depth;       /* matmul: K; attention: the heads H */
     int64_t batch;       /* matmul: the batch count, 0 or 1: no batch dimension; attention: B */
     int shared;          /* bit k: input k has no batch dimension, broadcast over the batch */
-    int flags;           /* OP_ACCUMULATE, OP_OUT_IN, OP_CAUSAL */
+    int flags;           /* OP_ACCUMULATE, OP_OUT_IN, OP_CAUSAL, OP_CAUSAL_BR */
+    int64_t kv_heads;    /* attention: the kv heads (grouped-query), 0: as many as H */
+    int64_t queries;     /* attention: Lq, with L then the keys' Lk; 0: L */
     unsigned dtypes;     /* check: the op's dtypes this shape runs in (OP_DT bits); 0: all */
 } op_shape;
 
@@ -143,11 +146,17 @@ const op_provider *op_providers(const op_def *op, int *n);
 void op_shape_text(const op_problem *p, char *buf, size_t n);
 /* "f32", or "f16>f32" when the output's dtype differs from the inputs'. */
 void op_dtype_text(const op_problem *p, char *buf, size_t n);
-/* Reads the dims of op_shape_text ("4096", "64x32", "MxNxK[xBATCH]"); 0 on success. */
+/* The largest dim a shape takes, and the largest product of its dims: element counts and
+   byte sizes stay exact in int64_t and double. */
+#define OP_MAX_DIM 2147483647LL
+#define OP_MAX_PRODUCT (1LL << 53)
+/* Reads a shape as op_shape_text writes it; 0 on success, -1 when malformed, -2 when the
+   product of its dims exceeds OP_MAX_PRODUCT. */
 int op_shape_parse(const op_def *op, const char *text, op_shape *out);
-/* Appends the comma-separated shapes of list to out[*n] (up to OP_MAX_SHAPES); 0 on success,
-   else -1 after naming the malformed one on stderr, prefixed with who ("clkit tune"). */
-int op_shape_list(const op_def *op, const char *list, const char *who, op_shape *out, int *n);
+/* Appends the comma-separated shapes of list to out[*n] (up to OP_MAX_SHAPES in all); 0 on
+   success, else -1 with why the first bad one is bad in why. */
+int op_shape_list(const op_def *op, const char *list, op_shape *out, int *n, char *why,
+                  size_t why_n);
 /* The plot's x value of the problem; NaN: not plotted. */
 double op_plot_x(const op_problem *p);
 /* Why the problem cannot run on dev, or NULL: every buffer (extras too) within max_alloc, all

@@ -1,6 +1,7 @@
 /* Bench output: human tables, CSV, JSON (json-c) and plots (gnuplot). */
 #include "output.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,11 +61,6 @@ static void row_rate(const out_row *row, int j, double r[3])
     for (int i = 0; i < 3; i++) r[i] = v[at + i];
 }
 
-static const char *rate_unit(const out_row *row)
-{
-    return row->flops > 0 ? "TFLOP/s" : "GB/s";
-}
-
 static int providers_of(const out_row *row)
 {
     int n;
@@ -97,13 +93,26 @@ static int shape_width(const out_row *row)
     return row->op->ndim >= 3 ? 24 : 14;
 }
 
-static void table_header(const out_row *row, const struct clkit_device_props *dev)
+/* The unit of the table that row starts: by the best median of its providers, so that a CPU's
+   rates show as GFLOP/s with digits to read. */
+static void table_unit(out_report *r, const out_row *row)
+{
+    double best = 0;
+    for (int j = 0; j < providers_of(row); j++) {
+        double v[3];
+        row_rate(row, j, v);
+        if (row->m[j].reps && v[0] > best) best = v[0];
+    }
+    r->unit = tool_rate_unit(row->flops > 0, best, &r->scale);
+}
+
+static void table_header(const out_report *r, const out_row *row)
 {
     int n;
     const op_provider *prov = op_providers(row->op, &n);
     printf("\n%s %s", row->op->name, clkit_dtype_name(row->dtype));
     if (row->out_dtype != row->dtype) printf(" (output %s)", clkit_dtype_name(row->out_dtype));
-    printf(" on %s: %s median, 20 %% and 80 %% quantiles", dev->name, rate_unit(row));
+    printf(" on %s: %s median, 20 %% and 80 %% quantiles", r->dev.name, r->unit);
     if (n > 1) printf(" per provider; median ms and reps of %s", prov[0].name);
     printf("; first call (ms): cold = compile, warm = binary cache hit");
     if (row->op->show_scratch)
@@ -111,7 +120,7 @@ static void table_header(const out_row *row, const struct clkit_device_props *de
     putchar('\n');
     printf("%*s", shape_width(row), "shape");
     for (int j = 0; j < n; j++)
-        printf(" %10s %8s %8s", n > 1 ? prov[j].name : rate_unit(row), "p20", "p80");
+        printf(" %10s %8s %8s", n > 1 ? prov[j].name : r->unit, "p20", "p80");
     printf(" %11s %10s %10s %5s", "median ms", "cold ms", "warm ms", "reps");
     if (row->op->show_scratch) printf(" %11s", "scratch MiB");
     putchar('\n');
@@ -126,16 +135,22 @@ static void table_value(int width, int digits, double v)
         printf(" %*.*f", width, digits, v);
 }
 
-static void table_row(const out_row *row)
+/* A rate in the table's unit, with about four significant digits. */
+static void table_rate(int width, double v)
 {
-    int n = providers_of(row), digits = row->flops > 0 ? 3 : 1;
+    table_value(width, tool_decimals(v), v);
+}
+
+static void table_row(const out_report *r, const out_row *row)
+{
+    int n = providers_of(row);
     printf("%*s", shape_width(row), row->shape);
     for (int j = 0; j < n; j++) {
-        double r[3];
-        row_rate(row, j, r);
-        table_value(10, digits, r[0]);
-        table_value(8, digits, r[1]);
-        table_value(8, digits, r[2]);
+        double rate[3];
+        row_rate(row, j, rate);
+        table_rate(10, rate[0] * r->scale);
+        table_rate(8, rate[1] * r->scale);
+        table_rate(8, rate[2] * r->scale);
     }
     double v[V_COUNT];
     row_values(row, 0, v);
@@ -211,18 +226,6 @@ static json_object *json_number(double v)
     return json_object_new_double_s(v, text);
 }
 
-static json_object *json_device(const struct clkit_device_props *dev)
-{
-    json_object *o = json_object_new_object();
-    for (size_t i = 0; i < tool_prop_count; i++) {
-        const prop_field *f = &tool_props[i];
-        const char *text = tool_prop_text(dev, f);
-        json_object_object_add(o, f->name, text ? json_object_new_string(text)
-                                                : json_object_new_int64(tool_prop_int(dev, f)));
-    }
-    return o;
-}
-
 static json_object *json_row(const out_row *row, int j)
 {
     int n;
@@ -253,7 +256,7 @@ static clkit_status json_print(const out_report *r)
         return CLKIT_ERR_OUT_OF_MEMORY;
     }
     json_object_object_add(doc, "clkit_version", json_object_new_string(CLKIT_VERSION_STRING));
-    json_object_object_add(doc, "device", json_device(&r->dev));
+    json_object_object_add(doc, "device", tool_props_json(&r->dev));
     for (size_t i = 0; i < r->count; i++)
         for (int j = 0; j < providers_of(&r->rows[i]); j++)
             if (r->rows[i].m[j].reps) json_object_array_add(rows, json_row(&r->rows[i], j));
@@ -288,8 +291,11 @@ clkit_status out_add(out_report *r, const out_row *row)
     const out_row *prev = r->count ? &r->rows[r->count - 1] : NULL;
     r->rows[r->count++] = *row;
     if (r->format == OUT_TABLE) {
-        if (!prev || prev->op != row->op || prev->dtype != row->dtype) table_header(row, &r->dev);
-        table_row(row);
+        if (!prev || prev->op != row->op || prev->dtype != row->dtype) {
+            table_unit(r, row);
+            table_header(r, row);
+        }
+        table_row(r, row);
     } else if (r->format == OUT_CSV) {
         csv_row(row, &r->dev);
     }
@@ -310,6 +316,68 @@ void out_free(out_report *r)
 }
 
 /* ---- plot ---- */
+
+/* A point of the plot: a provider's rate (median, p20, p80 of GB/s or TFLOP/s) on one op, dtype
+   and layout at x. */
+typedef struct plot_point {
+    const op_def *op;
+    clkit_dtype dtype;
+    int transposed;
+    char provider[32];
+    double x, rate[3];
+} plot_point;
+
+/* The points of one plot, and what its title names. */
+typedef struct plot_data {
+    plot_point *p;
+    size_t count, cap;
+    char title[300];
+} plot_data;
+
+static int plot_add(plot_data *d, const plot_point *pt)
+{
+    if (d->count == d->cap) {
+        size_t cap = d->cap ? 2 * d->cap : 256;
+        plot_point *p = realloc(d->p, cap * sizeof *p);
+        if (!p) return -1;
+        d->p = p;
+        d->cap = cap;
+    }
+    d->p[d->count++] = *pt;
+    return 0;
+}
+
+/* One line of a panel: the points of one op, dtype, layout and provider. */
+typedef struct series {
+    const plot_point *key;  /* its first point */
+} series;
+
+static int same_series(const plot_point *a, const plot_point *b)
+{
+    return a->op == b->op && a->dtype == b->dtype && a->transposed == b->transposed &&
+           strcmp(a->provider, b->provider) == 0;
+}
+
+#define MAX_SERIES 64
+
+/* The distinct series in order of first appearance; returns their number. */
+static int find_series(const plot_data *d, series *out)
+{
+    int n = 0, dropped = 0;
+    for (size_t i = 0; i < d->count; i++) {
+        int k = 0;
+        while (k < n && !same_series(out[k].key, &d->p[i])) k++;
+        if (k < n) continue;
+        if (n < MAX_SERIES)
+            out[n++].key = &d->p[i];
+        else
+            dropped = 1;
+    }
+    if (dropped)
+        fprintf(stderr, "clkit bench: more than %d lines to plot; the later ones are left out\n",
+                MAX_SERIES);
+    return n;
+}
 
 static int on_path(const char *prog)
 {
@@ -335,57 +403,27 @@ static void gp_string(FILE *g, const char *s)
     fputc('\'', g);
 }
 
-/* One line of a panel: the rows of one op with one dtype and layout, by one provider. */
-typedef struct series {
-    const op_def *op;
-    clkit_dtype dtype;
-    int transposed;
-    int provider;
-} series;
-
-static int same_series(const series *s, const out_row *row)
-{
-    return s->op == row->op && s->dtype == row->dtype && s->transposed == row->transposed;
-}
-
-/* The distinct series in row order; returns their number. */
-static int find_series(const out_report *r, series *out, int max)
-{
-    int n = 0;
-    for (size_t i = 0; i < r->count; i++) {
-        const out_row *row = &r->rows[i];
-        for (int j = 0; j < providers_of(row); j++) {
-            int k = 0;
-            while (k < n && !(same_series(&out[k], row) && out[k].provider == j)) k++;
-            if (k == n && n < max && row->m[j].reps && !isnan(row->x))
-                out[n++] = (series){row->op, row->dtype, row->transposed, j};
-        }
-    }
-    return n;
-}
-
-/* Datablock $s<k>: x, rate median, p20, p80 of series k. */
-static void plot_data(FILE *g, const out_report *r, const series *s, int k)
+/* Datablock $s<k>: x, rate median, p20, p80 of series k, in the panel's unit. */
+static void plot_block(FILE *g, const plot_data *d, const series *s, int k, double scale)
 {
     fprintf(g, "$s%d << EOD\n", k);
-    for (size_t i = 0; i < r->count; i++) {
-        const out_row *row = &r->rows[i];
-        if (!same_series(s, row) || !row->m[s->provider].reps || isnan(row->x)) continue;
-        double v[3];
-        row_rate(row, s->provider, v);
-        fprintf(g, "%.17g %g %g %g\n", row->x, v[0], v[1], v[2]);
+    for (size_t i = 0; i < d->count; i++) {
+        const plot_point *pt = &d->p[i];
+        if (!same_series(s->key, pt)) continue;
+        fprintf(g, "%.17g %g %g %g\n", pt->x, pt->rate[0] * scale, pt->rate[1] * scale,
+                pt->rate[2] * scale);
     }
     fprintf(g, "EOD\n");
 }
 
 /* The x range of op's panel: automatic, but around a lone size when there is only one. */
-static void plot_xrange(FILE *g, const out_report *r, const op_def *op)
+static void plot_xrange(FILE *g, const plot_data *d, const op_def *op)
 {
     double lo = INFINITY, hi = -INFINITY;
-    for (size_t i = 0; i < r->count; i++) {
-        if (r->rows[i].op != op || isnan(r->rows[i].x)) continue;
-        lo = fmin(lo, r->rows[i].x);
-        hi = fmax(hi, r->rows[i].x);
+    for (size_t i = 0; i < d->count; i++) {
+        if (d->p[i].op != op) continue;
+        lo = fmin(lo, d->p[i].x);
+        hi = fmax(hi, d->p[i].x);
     }
     if (lo < hi || !isfinite(lo))
         fprintf(g, "set autoscale x\n");
@@ -393,40 +431,53 @@ static void plot_xrange(FILE *g, const out_report *r, const op_def *op)
         fprintf(g, "set xrange [%.17g:%.17g]\n", lo / 2, hi * 2);
 }
 
-/* The panel of op: every series of it, error bars from the quantiles. */
-static void plot_panel(FILE *g, const out_report *r, const series *s, int n, const op_def *op)
+/* The panel of op: a line per series of it, error bars from the quantiles, the provider named
+   where the panel has more than one; its unit by its best median. */
+static void plot_panel(FILE *g, const plot_data *d, const series *s, int n, const op_def *op)
 {
-    const out_row *first = NULL;
-    for (size_t i = 0; i < r->count && !first; i++)
-        if (r->rows[i].op == op) first = &r->rows[i];
-    int nprov;
-    const op_provider *prov = op_providers(op, &nprov);
-    fprintf(g, "set title '%s'\nset xlabel '%s'\nset ylabel '%s'\n", op->name, op->x_label,
-            rate_unit(first));
+    double best = 0, scale;
+    int providers = 0, first = -1;
+    for (size_t i = 0; i < d->count; i++)
+        if (d->p[i].op == op) best = fmax(best, d->p[i].rate[0]);
+    for (int k = 0; k < n; k++) {
+        if (s[k].key->op != op) continue;
+        if (first < 0) first = k;
+        providers += strcmp(s[k].key->provider, s[first].key->provider) != 0;
+    }
+    const char *unit = tool_rate_unit(op->flops != NULL, best, &scale);
+    for (int k = 0; k < n; k++)
+        if (s[k].key->op == op) plot_block(g, d, &s[k], k, scale);
+    fprintf(g, "set title '%s'\nset xlabel '%s'\nset ylabel '%s'\n", op->name, op->x_label, unit);
     /* Sizes in powers of two span five decades; softmax's N sweep is linear. */
     fprintf(g, op->x_is_cols ? "unset logscale x\nset format x '%%g'\n"
                              : "set logscale x 2\nset format x '2^%%L'\n");
-    plot_xrange(g, r, op);
+    plot_xrange(g, d, op);
     const char *sep = "plot ";
     for (int k = 0; k < n; k++) {
-        if (s[k].op != op) continue;
-        fprintf(g, "%s$s%d using 1:2:3:4 with yerrorlines title '%s%s%s%s'", sep, k,
-                clkit_dtype_name(s[k].dtype), s[k].transposed ? " transposed" : "",
-                nprov > 1 ? " " : "", nprov > 1 ? prov[s[k].provider].name : "");
+        const plot_point *key = s[k].key;
+        if (key->op != op) continue;
+        char title[96];
+        snprintf(title, sizeof title, "%s%s%s%s", clkit_dtype_name(key->dtype),
+                 key->transposed ? " transposed" : "", providers ? " " : "",
+                 providers ? key->provider : "");
+        fprintf(g, "%s$s%d using 1:2:3:4 with yerrorlines title ", sep, k);
+        gp_string(g, title);
         sep = ", ";
     }
     fprintf(g, "\n");
 }
 
-static void plot_script(FILE *g, const out_report *r, const char *png)
+static void plot_script(FILE *g, const plot_data *d, const series *s, int n, const char *png)
 {
-    series s[64];
-    int n = find_series(r, s, 64), panels = 0;
-    for (int k = 0; k < n; k++) panels += k == 0 || s[k].op != s[k - 1].op;
+    int panels = 0;
+    for (int k = 0; k < n; k++) {
+        int seen = 0;
+        for (int j = 0; j < k; j++) seen |= s[j].key->op == s[k].key->op;
+        panels += !seen;
+    }
     int cols = panels < 3 ? panels : 3, rows = (panels + cols - 1) / cols;
     /* Wide enough for the title above a single panel. */
     int width = cols > 1 ? 560 * cols : 800, height = 440 * rows;
-    for (int k = 0; k < n; k++) plot_data(g, r, &s[k], k);
     fprintf(g, "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n"
                "  set terminal pngcairo size %d,%d noenhanced\n"
                "} else {\n"
@@ -439,38 +490,37 @@ static void plot_script(FILE *g, const out_report *r, const char *png)
                "set offsets graph 0.05, graph 0.05, graph 0.05, 0\n"
                "set multiplot layout %d,%d title ",
             rows, cols);
-    char title[300];
-    snprintf(title, sizeof title, "clkit bench on %s (%s)", r->dev.name, r->dev.platform);
-    gp_string(g, title);
+    gp_string(g, d->title);
     fprintf(g, "\n");
-    for (int k = 0; k < n; k++)
-        if (k == 0 || s[k].op != s[k - 1].op) plot_panel(g, r, s, n, s[k].op);
+    /* A panel per op, in the order the ops first appear. */
+    for (int k = 0; k < n; k++) {
+        int seen = 0;
+        for (int j = 0; j < k; j++) seen |= s[j].key->op == s[k].key->op;
+        if (!seen) plot_panel(g, d, s, n, s[k].key->op);
+    }
     fprintf(g, "unset multiplot\nset output\n");
 }
 
-int out_plot(const out_report *r, const char *png)
+static int plot_points(const plot_data *d, const char *png)
 {
     if (!on_path("gnuplot")) {
         fprintf(stderr, "clkit bench: --plot needs gnuplot, which is not on PATH "
                         "(Debian/Ubuntu: apt-get install gnuplot-nox); no plot written\n");
         return TOOL_EXIT_NO_PLOT;
     }
-    if (r->count == 0) {
-        fprintf(stderr, "clkit bench: no rows were measured; no plot written\n");
-        return TOOL_EXIT_NO_PLOT;
-    }
-    series s[1];
-    if (find_series(r, s, 1) == 0) {
+    if (d->count == 0) {
         fprintf(stderr, "clkit bench: no row measured has a place on the plot; no plot "
                         "written\n");
         return TOOL_EXIT_NO_PLOT;
     }
+    series s[MAX_SERIES];
+    int n = find_series(d, s);
     FILE *g = popen("gnuplot", "w");
     if (!g) {
         perror("clkit bench: starting gnuplot");
         return TOOL_EXIT_NO_PLOT;
     }
-    plot_script(g, r, png);
+    plot_script(g, d, s, n, png);
     int status = pclose(g);
     if (status != 0) {
         fprintf(stderr, "clkit bench: gnuplot failed (exit status %d); %s may be missing or "
@@ -478,4 +528,210 @@ int out_plot(const out_report *r, const char *png)
         return TOOL_EXIT_NO_PLOT;
     }
     return TOOL_EXIT_OK;
+}
+
+int out_plot(const out_report *r, const char *png)
+{
+    if (r->count == 0) {
+        fprintf(stderr, "clkit bench: no rows were measured; no plot written\n");
+        return TOOL_EXIT_NO_PLOT;
+    }
+    plot_data d = {0};
+    snprintf(d.title, sizeof d.title, "clkit bench on %s (%s)", r->dev.name, r->dev.platform);
+    for (size_t i = 0; i < r->count; i++) {
+        const out_row *row = &r->rows[i];
+        int n;
+        const op_provider *prov = op_providers(row->op, &n);
+        for (int j = 0; j < n; j++) {
+            plot_point pt = {row->op, row->dtype, row->transposed, "", row->x, {0}};
+            if (!row->m[j].reps || isnan(row->x)) continue;
+            snprintf(pt.provider, sizeof pt.provider, "%s", prov[j].name);
+            row_rate(row, j, pt.rate);
+            if (plot_add(&d, &pt)) {
+                free(d.p);
+                fprintf(stderr, "clkit bench: out of memory for the plot; no plot written\n");
+                return TOOL_EXIT_NO_PLOT;
+            }
+        }
+    }
+    int rc = plot_points(&d, png);
+    free(d.p);
+    return rc;
+}
+
+/* ---- plot of a CSV file ---- */
+
+#define CSV_MAX_FIELDS 96
+
+/* Splits line (RFC 4180: quoted fields, "" for a quote; no line breaks inside a field) into
+   at most CSV_MAX_FIELDS fields, in place; returns their number. */
+static int csv_split(char *line, char **field)
+{
+    int n = 0;
+    char *at = line;
+    line[strcspn(line, "\r\n")] = 0;
+    for (;;) {
+        char *out = at;
+        if (n == CSV_MAX_FIELDS) return n;
+        field[n++] = out;
+        if (*at == '"') {
+            for (at++; *at && !(at[0] == '"' && at[1] != '"');) {
+                if (*at == '"') at++;
+                *out++ = *at++;
+            }
+            if (*at == '"') at++;
+            at += strcspn(at, ",");
+        } else {
+            size_t len = strcspn(at, ",");
+            memmove(out, at, len);
+            out += len;
+            at += len;
+        }
+        int more = *at == ',';
+        *out = 0;
+        if (!more) return n;
+        at++;
+    }
+}
+
+static int csv_column(char *const *names, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(names[i], name) == 0) return i;
+    return -1;
+}
+
+/* The rate columns of a CSV: one provider's median, p20 and p80 columns of GB/s or TFLOP/s. */
+typedef struct csv_rate {
+    char provider[32];
+    int flops;
+    int col[3];
+} csv_rate;
+
+/* Where a CSV keeps its rates: by a provider column (clkit bench --csv: gbps_median ... and
+   tflops_median ... on a line per provider), or by columns per provider (torch_peer.py:
+   clkit_gbps, torch_gbps_p20, ...). */
+typedef struct csv_layout {
+    int op, dtype, shape, device, provider;  /* column numbers; -1: none */
+    csv_rate gbps, tflops;                   /* the provider column's */
+    csv_rate rates[CSV_MAX_FIELDS];          /* per provider */
+    int nrates;
+} csv_layout;
+
+static void csv_rate_of(char *const *names, int n, const char *prefix, const char *provider,
+                        int flops, csv_rate *r)
+{
+    static const char *const quantiles[] = {"", "_p20", "_p80"};
+    snprintf(r->provider, sizeof r->provider, "%s", provider);
+    r->flops = flops;
+    for (int q = 0; q < 3; q++) {
+        char name[96];
+        snprintf(name, sizeof name, "%s%s", prefix, quantiles[q]);
+        r->col[q] = csv_column(names, n, name);
+    }
+}
+
+static void csv_layout_of(char *const *names, int n, csv_layout *l)
+{
+    memset(l, 0, sizeof *l);
+    l->op = csv_column(names, n, "op");
+    l->dtype = csv_column(names, n, "dtype");
+    l->shape = csv_column(names, n, "shape");
+    l->device = csv_column(names, n, "device");
+    l->provider = csv_column(names, n, "provider");
+    csv_rate_of(names, n, "gbps_median", "", 0, &l->gbps);
+    csv_rate_of(names, n, "tflops_median", "", 1, &l->tflops);
+    for (int i = 0; i < n && l->provider < 0; i++) {
+        static const char *const units[] = {"_gbps", "_tflops"};
+        for (int u = 0; u < 2; u++) {
+            size_t len = strlen(names[i]), ulen = strlen(units[u]);
+            if (len <= ulen || len - ulen >= sizeof l->rates[0].provider ||
+                strcmp(names[i] + len - ulen, units[u]) != 0)
+                continue;
+            char provider[32];
+            snprintf(provider, sizeof provider, "%.*s", (int)(len - ulen), names[i]);
+            csv_rate_of(names, n, names[i], provider, u, &l->rates[l->nrates++]);
+        }
+    }
+}
+
+/* The rate of r in the record, into pt; 0 when its median is there. */
+static int csv_rate_value(char *const *f, int n, const csv_rate *r, plot_point *pt)
+{
+    for (int q = 0; q < 3; q++) {
+        const char *text = r->col[q] >= 0 && r->col[q] < n ? f[r->col[q]] : "";
+        if (tool_parse_real(text, 0, INFINITY, &pt->rate[q])) pt->rate[q] = NAN;
+    }
+    return isnan(pt->rate[0]) ? -1 : 0;
+}
+
+/* The plot's points of one record: a point per provider with a rate. *skipped counts records
+   of ops this clkit does not know or shapes it cannot read. */
+static int csv_record(char *const *f, int n, const csv_layout *l, const char *only,
+                      plot_data *d, int *skipped)
+{
+    if (l->op >= n || l->dtype >= n || l->shape >= n) return 0;
+    const op_def *op = op_find(f[l->op]);
+    int dtype = tool_dtype_parse(f[l->dtype]);
+    op_shape shape;
+    if (!op || dtype < 0 || op_shape_parse(op, f[l->shape], &shape)) {
+        ++*skipped;
+        return 0;
+    }
+    if (only && !op_selected(op, only)) return 0;
+    op_problem p = op_problem_make(op, (clkit_dtype)dtype, shape);
+    plot_point pt = {op, p.dtype, shape.transposed, "", op_plot_x(&p), {0}};
+    if (isnan(pt.x)) return 0;
+    if (l->device >= 0 && l->device < n && !d->title[0])
+        snprintf(d->title, sizeof d->title, "clkit bench on %s", f[l->device]);
+    if (l->provider >= 0) {
+        if (l->provider >= n ||
+            csv_rate_value(f, n, op->flops ? &l->tflops : &l->gbps, &pt))
+            return 0;
+        snprintf(pt.provider, sizeof pt.provider, "%s", f[l->provider]);
+        return plot_add(d, &pt);
+    }
+    for (int i = 0; i < l->nrates; i++) {
+        if (l->rates[i].flops != (op->flops != NULL) || csv_rate_value(f, n, &l->rates[i], &pt))
+            continue;
+        snprintf(pt.provider, sizeof pt.provider, "%s", l->rates[i].provider);
+        if (plot_add(d, &pt)) return -1;
+    }
+    return 0;
+}
+
+int out_plot_csv(const char *csv, const char *op, const char *png)
+{
+    FILE *f = fopen(csv, "r");
+    if (!f) {
+        fprintf(stderr, "clkit bench: cannot read %s: %s\n", csv, strerror(errno));
+        return TOOL_EXIT_FAIL;
+    }
+    char *line = NULL, *names[CSV_MAX_FIELDS], *fields[CSV_MAX_FIELDS], *header = NULL;
+    size_t cap = 0;
+    int skipped = 0, rc = 0;
+    csv_layout *l = malloc(sizeof *l);
+    plot_data d = {0};
+    if (l && getline(&line, &cap, f) > 0 && (header = strdup(line))) {
+        csv_layout_of(names, csv_split(header, names), l);
+        if (l->op < 0 || l->dtype < 0 || l->shape < 0) {
+            fprintf(stderr, "clkit bench: %s is not a CSV of clkit bench or torch_peer.py: no "
+                            "op, dtype and shape columns\n", csv);
+            rc = TOOL_EXIT_FAIL;
+        }
+        while (!rc && getline(&line, &cap, f) > 0)
+            rc = csv_record(fields, csv_split(line, fields), l, op, &d, &skipped);
+    }
+    if (!l || rc < 0) fprintf(stderr, "clkit bench: out of memory reading %s\n", csv);
+    if (skipped)
+        fprintf(stderr, "clkit bench: %d row%s of %s left out: an op, dtype or shape this clkit "
+                        "does not know\n", skipped, skipped == 1 ? "" : "s", csv);
+    if (!d.title[0]) snprintf(d.title, sizeof d.title, "clkit bench: %s", csv);
+    if (l && !rc) rc = plot_points(&d, png);
+    fclose(f);
+    free(line);
+    free(header);
+    free(l);
+    free(d.p);
+    return rc < 0 || !l ? TOOL_EXIT_FAIL : rc;
 }

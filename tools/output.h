@@ -26,6 +26,8 @@ typedef struct out_report {
     struct clkit_device_props dev;
     out_row *rows;
     size_t count, cap;
+    const char *unit;  /* of the table being printed: GB/s, TFLOP/s or GFLOP/s */
+    double scale;      /* from GB/s or TFLOP/s to that unit */
 } out_report;
 
 /* Starts the report on stdout (the CSV header). */
@@ -39,6 +41,11 @@ clkit_status out_end(const out_report *r);
 /* GB/s or TFLOP/s against size, one panel per op, a line per dtype and provider, into a PNG
    through gnuplot; a TOOL_EXIT_ status. */
 int out_plot(const out_report *r, const char *png);
+/* The same from a CSV file instead of measured rows: that of `clkit bench --csv`, or one that
+   bench/torch_peer.py merged, whose columns <provider>_gbps and <provider>_tflops (with _p20
+   and _p80) give a line each, the peers' beside clkit's. Rows of ops other than `op` (NULL:
+   all) are left out. */
+int out_plot_csv(const char *csv, const char *op, const char *png);
 void out_free(out_report *r);
 
 #endif

@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <json-c/json.h>
+
 #include "clkit.h"
 
 /* Exit statuses of every subcommand. */
@@ -30,6 +32,24 @@ void tool_error(const char *what, clkit_status s, const char *detail);
    logs its detail to stderr itself: no context is left to carry it. */
 clkit_status tool_open(clkit_context **ctx, const char *device, const char *cache_dir,
                        int profiling);
+/* Strict numbers of the command line: all of text in base 10 (a real: digits, '.', an
+   exponent; no "inf" or "nan"), within [lo, hi]. 0 on success, else -1, *out untouched. */
+int tool_parse_int(const char *text, long long lo, long long hi, long long *out);
+int tool_parse_real(const char *text, double lo, double hi, double *out);
+/* A usage error of `clkit cmd` (cmd NULL: of clkit itself): one line naming the problem and a
+   hint to --help, on stderr. Returns TOOL_EXIT_USAGE. */
+int tool_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* getopt_long's report of a bad option (c: '?' unknown, ':' missing its value) as a usage
+   error. The commands parse with opterr = 0 and an optstring that starts with ':'. */
+int tool_option_error(const char *cmd, int c, char *const *argv);
+/* Columns of the terminal on stderr, else stdout; else $COLUMNS; else 80. */
+int tool_term_width(void);
+/* A rate's unit for people: "GB/s" for bytes, and for flops TFLOP/s, or GFLOP/s where
+   `largest`, in TFLOP/s, is below 1 (CPUs). *scale turns TFLOP/s (or GB/s) into that unit. */
+const char *tool_rate_unit(int flops, double largest, double *scale);
+/* Decimals of v in a fixed-point column: 3 below 10, 2 below 100, else 1, so that values from
+   1 up show four significant digits. */
+int tool_decimals(double v);
 /* Milliseconds of a monotonic clock. */
 double tool_now_ms(void);
 /* "1.5 GiB" style, for people; machine output keeps plain bytes. */
@@ -52,5 +72,7 @@ extern const prop_field tool_props[];
 extern const size_t tool_prop_count;
 const char *tool_prop_text(const struct clkit_device_props *p, const prop_field *f);
 int64_t tool_prop_int(const struct clkit_device_props *p, const prop_field *f);
+/* The properties as a JSON object, field by field (`clkit info --json`, `clkit bench --json`). */
+json_object *tool_props_json(const struct clkit_device_props *p);
 
 #endif

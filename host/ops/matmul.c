@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if CLKIT_HAVE_CLBLAST
 #include <clblast_c.h>
+#endif
 
 enum { KERNEL_NAIVE, KERNEL_TILED, KERNEL_BLOCKED, KERNEL_SKINNY, KERNEL_MMA, KERNEL_MATRIX };
 
@@ -174,17 +176,17 @@ static clkit_status validate(clkit_context *ctx, const clkit_tensor *a, const cl
 /* CLBlast takes matrices with one unit stride and a leading dimension at least the extent of
    the other: for the layout of C, an operand (rows x cols) is either stored in that layout or
    as its transpose. Zero, negative and overlapping strides have no such form. An extent of 1
-   makes its stride irrelevant. */
+   makes its stride irrelevant. *trans: stored as the transpose. */
 static int blas_operand(int64_t rs, int64_t cs, int64_t rows, int64_t cols, int row_major,
-                        CLBlastTranspose *t, size_t *ld)
+                        int *trans, size_t *ld)
 {
     int64_t inner = row_major ? cs : rs, outer = row_major ? rs : cs;
     int64_t span = row_major ? cols : rows, other = row_major ? rows : cols;
     if ((inner == 1 || span == 1) && (other == 1 || outer >= span)) {
-        *t = CLBlastTransposeNo;
+        *trans = 0;
         *ld = (size_t)(other == 1 ? span : outer);
     } else if ((outer == 1 || other == 1) && (span == 1 || inner >= other)) {
-        *t = CLBlastTransposeYes;
+        *trans = 1;
         *ld = (size_t)(span == 1 ? other : inner);
     } else {
         return 0;
@@ -193,8 +195,7 @@ static int blas_operand(int64_t rs, int64_t cs, int64_t rows, int64_t cols, int 
 }
 
 typedef struct blas_form {
-    CLBlastLayout layout;
-    CLBlastTranspose ta, tb;
+    int row_major, ta, tb;
     size_t lda, ldb, ldc;
 } blas_form;
 
@@ -207,12 +208,11 @@ static int blas_expressible(const problem *pr, blas_form *f)
         pr->as[0] < 0 || pr->bs[0] < 0 || pr->cs[0] < 0)
         return 0;
     for (int row_major = 1; row_major >= 0; row_major--) {
-        CLBlastTranspose tc;
-        if (blas_operand(pr->cs[1], pr->cs[2], pr->m, pr->n, row_major, &tc, &f->ldc) &&
-            tc == CLBlastTransposeNo &&
+        int tc;
+        if (blas_operand(pr->cs[1], pr->cs[2], pr->m, pr->n, row_major, &tc, &f->ldc) && !tc &&
             blas_operand(pr->as[1], pr->as[2], pr->m, pr->k, row_major, &f->ta, &f->lda) &&
             blas_operand(pr->bs[1], pr->bs[2], pr->k, pr->n, row_major, &f->tb, &f->ldb)) {
-            f->layout = row_major ? CLBlastLayoutRowMajor : CLBlastLayoutColMajor;
+            f->row_major = row_major;
             return 1;
         }
     }
@@ -312,7 +312,7 @@ static int matrix_legal(const struct clkit_device_props *p, const problem *pr, c
 static int config_legal(const struct clkit_device_props *p, const problem *pr, const clkit_config *c)
 {
     int kernel = cfg(c, "KERNEL");
-    if (clkit_config_get(c, "provider", 0)) return blas_expressible(pr, &(blas_form){0});
+    if (clkit_config_get(c, "provider", 0)) return CLKIT_HAVE_CLBLAST && blas_expressible(pr, &(blas_form){0});
     if (kernel == KERNEL_NAIVE || kernel == KERNEL_TILED) {
         int t = cfg(c, "TILE");
         return t >= 1 && t <= 32 && (size_t)(t * t) <= p->max_work_group &&
@@ -605,7 +605,7 @@ static int candidates(const struct clkit_device_props *p, const problem *pr, clk
 {
     int n = 0;
     out[n++] = heuristic_config(p, pr);
-    if (pr->a->dtype == CLKIT_F32 && pr->opt.activation == CLKIT_ACT_NONE) {
+    if (CLKIT_HAVE_CLBLAST && pr->a->dtype == CLKIT_F32 && pr->opt.activation == CLKIT_ACT_NONE) {
         clkit_config c = {0};
         clkit_config_set(&c, "provider", 1);
         out[n++] = c;
@@ -884,20 +884,24 @@ static clkit_status launch_clkit(clkit_context *ctx, const problem *pr, const cl
 
 /* ---- CLBlast ---- */
 
+#if CLKIT_HAVE_CLBLAST
 static clkit_status launch_clblast(clkit_context *ctx, const problem *pr, const clkit_tensor *out)
 {
     blas_form f;
     if (!blas_expressible(pr, &f))
         return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "CLBlast cannot express this matmul");
+    CLBlastLayout layout = f.row_major ? CLBlastLayoutRowMajor : CLBlastLayoutColMajor;
+    CLBlastTranspose ta = f.ta ? CLBlastTransposeYes : CLBlastTransposeNo;
+    CLBlastTranspose tb = f.tb ? CLBlastTransposeYes : CLBlastTransposeNo;
     cl_event ev = NULL;
     size_t c_off = out->offset / 4;
     CLBlastStatusCode st;
     if (pr->batch == 1)
-        st = CLBlastSgemm(f.layout, f.ta, f.tb, (size_t)pr->m, (size_t)pr->n, (size_t)pr->k, pr->opt.alpha,
+        st = CLBlastSgemm(layout, ta, tb, (size_t)pr->m, (size_t)pr->n, (size_t)pr->k, pr->opt.alpha,
                           pr->a->buffer, (size_t)pr->a_off, f.lda, pr->b->buffer, (size_t)pr->b_off, f.ldb,
                           pr->opt.beta, out->buffer, c_off, f.ldc, &ctx->queue, &ev);
     else
-        st = CLBlastSgemmStridedBatched(f.layout, f.ta, f.tb, (size_t)pr->m, (size_t)pr->n, (size_t)pr->k,
+        st = CLBlastSgemmStridedBatched(layout, ta, tb, (size_t)pr->m, (size_t)pr->n, (size_t)pr->k,
                                         pr->opt.alpha, pr->a->buffer, (size_t)pr->a_off, f.lda,
                                         (size_t)pr->as[0], pr->b->buffer, (size_t)pr->b_off, f.ldb,
                                         (size_t)pr->bs[0], pr->opt.beta, out->buffer, c_off, f.ldc,
@@ -907,13 +911,19 @@ static clkit_status launch_clblast(clkit_context *ctx, const problem *pr, const 
     clkit_record_event(ctx, ev);
     return CLKIT_OK;
 }
+#endif
 
 /* ---- choosing and running ---- */
 
 static clkit_status run_config(clkit_context *ctx, const problem *pr, const clkit_config *c,
                                const clkit_tensor *out)
 {
-    return clkit_config_get(c, "provider", 0) ? launch_clblast(ctx, pr, out) : launch_clkit(ctx, pr, c, out, NULL);
+    /* Without CLBlast (meson -Dclblast=disabled) no config names it: config_legal refuses
+       such configs and candidates offers none. */
+#if CLKIT_HAVE_CLBLAST
+    if (clkit_config_get(c, "provider", 0)) return launch_clblast(ctx, pr, out);
+#endif
+    return launch_clkit(ctx, pr, c, out, NULL);
 }
 
 /* An operand's layout in a tuned entry's key: n row-major, t transposed (both with a unit
@@ -921,10 +931,10 @@ static clkit_status run_config(clkit_context *ctx, const problem *pr, const clki
    strides), so that an entry measured on one kind never serves another. */
 static char layout_letter(int64_t rs, int64_t cs, int64_t rows, int64_t cols)
 {
-    CLBlastTranspose t;
+    int trans;
     size_t ld;
-    if (!blas_operand(rs, cs, rows, cols, 1, &t, &ld)) return 'g';
-    return t == CLBlastTransposeNo ? 'n' : 't';
+    if (!blas_operand(rs, cs, rows, cols, 1, &trans, &ld)) return 'g';
+    return trans ? 't' : 'n';
 }
 
 static clkit_tune_key tune_key(const problem *pr)
@@ -974,6 +984,8 @@ static clkit_status choose(clkit_context *ctx, const problem *pr, clkit_config *
     }
     memset(c, 0, sizeof *c);
     if (o->provider == CLKIT_PROVIDER_CLBLAST) {
+        if (!CLKIT_HAVE_CLBLAST)
+            return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "CLBlast provider: this libclkit was built without CLBlast");
         if (pr->a->dtype != CLKIT_F32 || o->activation != CLKIT_ACT_NONE)
             return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "CLBlast provider: f32 without activation only");
         if (blas_expressible(pr, &(blas_form){0})) {

@@ -2,34 +2,13 @@
 
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
-
-#include <CL/cl_half.h>
-
-static uint16_t bf16_bits(double v)
-{
-    float f = (float)v;
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-static double bf16_value(uint16_t b)
-{
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
 
 static void store(clkit_dtype t, void *dst, size_t i, double v)
 {
     switch (t) {
     case CLKIT_F32: ((float *)dst)[i] = (float)v; break;
-    case CLKIT_F16: ((cl_half *)dst)[i] = cl_half_from_float((float)v, CL_HALF_RTE); break;
-    case CLKIT_BF16: ((uint16_t *)dst)[i] = bf16_bits(v); break;
+    case CLKIT_F16: ((uint16_t *)dst)[i] = clkit_f32_to_f16((float)v); break;
+    case CLKIT_BF16: ((uint16_t *)dst)[i] = clkit_f32_to_bf16((float)v); break;
     case CLKIT_U8: ((uint8_t *)dst)[i] = (uint8_t)v; break;
     case CLKIT_I32: ((int32_t *)dst)[i] = (int32_t)v; break;
     case CLKIT_I64: ((int64_t *)dst)[i] = (int64_t)v; break;
@@ -40,8 +19,8 @@ static double load(clkit_dtype t, const void *src, size_t i)
 {
     switch (t) {
     case CLKIT_F32: return ((const float *)src)[i];
-    case CLKIT_F16: return cl_half_to_float(((const cl_half *)src)[i]);
-    case CLKIT_BF16: return bf16_value(((const uint16_t *)src)[i]);
+    case CLKIT_F16: return clkit_f16_to_f32(((const uint16_t *)src)[i]);
+    case CLKIT_BF16: return clkit_bf16_to_f32(((const uint16_t *)src)[i]);
     case CLKIT_U8: return ((const uint8_t *)src)[i];
     case CLKIT_I32: return ((const int32_t *)src)[i];
     case CLKIT_I64: return (double)((const int64_t *)src)[i];
