@@ -28,7 +28,7 @@ extern "C" {
 #define CLKIT_VERSION_MAJOR 0
 #define CLKIT_VERSION_MINOR 2
 #define CLKIT_VERSION_PATCH 0
-#define CLKIT_VERSION_STRING "0.2.0"
+#define CLKIT_VERSION_STRING "0.3.0"
 
 /* Every status, its clkit_status_string and its meaning, in one list. */
 #define CLKIT_STATUS_LIST(X)                                                                  \
@@ -140,7 +140,7 @@ clkit_status clkit_context_cl(const clkit_context *ctx, cl_context *c, cl_comman
                               cl_device_id *d);
 clkit_status clkit_finish(clkit_context *ctx);
 const char  *clkit_status_string(clkit_status s);
-/* The version of the library loaded at run time ("0.2.0"); CLKIT_VERSION_STRING is the
+/* The version of the library loaded at run time ("0.3.0"); CLKIT_VERSION_STRING is the
    version of the header a program was compiled with. */
 const char  *clkit_version(void);
 /* Detail of the last failure on this context (shape, build log, OpenCL code); "" if none. */

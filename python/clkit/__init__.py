@@ -22,7 +22,7 @@ from .errors import (BuildError, DtypeError, Error, FileIOError, InvalidValueErr
                      OutOfMemoryError, OverlapError, ShapeError, SizeOverflowError, StrideError,
                      UnsupportedError, error_for, status_string)
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 F32, F16, BF16, U8, I32, I64 = (_lib.CLKIT_F32, _lib.CLKIT_F16, _lib.CLKIT_BF16, _lib.CLKIT_U8,
                                 _lib.CLKIT_I32, _lib.CLKIT_I64)
@@ -40,7 +40,7 @@ def library_path():
 
 
 def library_version():
-    """clkit_version(): the version of the libclkit loaded ("0.2.0")."""
+    """clkit_version(): the version of the libclkit loaded ("0.3.0")."""
     return _lib.load().clkit_version().decode()
 
 
