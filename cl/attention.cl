@@ -531,7 +531,9 @@ __kernel __attribute__((reqd_work_group_size(DEC_WG, 1, 1))) void attn_decode(
     IN(q), IN(k), IN(v), __global float *part, int Hq, int group, int Lq, int Lk, int diag,
     float scale2, int chunk)
 {
-    __local float sc[ROWS][DEC_SCORES / ROWS];
+    /* Aligned for the float4 view the slices' sums take at the end (NVIDIA faults on a
+       misaligned vector access to local memory; CPUs do not). */
+    __local float sc[ROWS][DEC_SCORES / ROWS] __attribute__((aligned(16)));
     __local float sums[DEC_SUMS];
     __local float red[ROWS][DEC_WG];
     int tid = get_local_id(0), Hkv = Hq / group, R = group * Lq, blocks = (R + ROWS - 1) / ROWS;
