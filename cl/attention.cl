@@ -436,16 +436,8 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_bwd_dkdv(
 #define DEC_WG 128
 #define DEC_SCORES 4096             /* floats of scores a work-group holds: ROWS x its chunk */
 #define QUADS (HEAD_DIM / 4)        /* 4-element groups of a row */
-#define SLICES (DEC_WG / QUADS)     /* rows read at once, a quad a work-item */
+#define SLICES (DEC_WG / QUADS)     /* rows of V read at once by P V */
 #define PART (HEAD_DIM + 2)         /* a partial result: o (unnormalised), max, sum */
-/* The scores' partial dot products (a quad's each) meet in local memory, at most DEC_SUMS
-   floats: KEYS keys a step, each work-item loading KEYS / SLICES rows of K (at most 8) before
-   it multiplies, so that its loads are in flight together. */
-#define DEC_SUMS 4096
-#define SUM_LD (QUADS + 1)          /* a (key, row)'s partial sums, padded: conflict-free */
-#define MIN(a, b) ((a) < (b) ? (a) : (b))
-#define KEY_LOADS MAX(1, MIN(8, DEC_SUMS / (ROWS * SUM_LD) / SLICES))
-#define KEYS (SLICES * KEY_LOADS)
 #if defined(DENSE_D)
 #define QUAD(p, c, ds) LOAD4(p, 4 * (c))
 #else
@@ -471,70 +463,14 @@ INLINE void rows_reduce(float *x, __local float (*red)[DEC_WG], int tid, int is_
     barrier(CLK_LOCAL_MEM_FENCE);
 }
 
-/* Scores of keys k0 .. k1 into sc (masked ones -inf). Work-item (quad c, slice) multiplies its
-   quad of KEY_LOADS rows of K, read along the rows as the other quads' work-items read the
-   rest (whole rows at once); the partial dot products meet in local memory, where one
-   work-item a (key, row) adds them up. */
-INLINE void decode_scores(__local float (*sc)[DEC_SCORES / ROWS], __local float *sums,
-                          __global const elem_t *kh, long k_rs, long k_ds, const float4 *qv,
-                          int k0, int k1, int i0, int rows, int Lq, int diag, int tid)
-{
-    int c = tid % QUADS, slice = tid / QUADS;
-    for (int j0 = 0; k0 + j0 < k1; j0 += KEYS) {
-        float4 kv[KEY_LOADS];
-        #pragma unroll
-        for (int u = 0; u < KEY_LOADS; u++) {
-            int key = k0 + j0 + u * SLICES + slice;
-            kv[u] = key < k1 ? QUAD(kh + (long)key * k_rs, c, k_ds) : (float4)(0.0f);
-        }
-        #pragma unroll
-        for (int u = 0; u < KEY_LOADS; u++)
-            #pragma unroll
-            for (int r = 0; r < ROWS; r++) sums[((u * SLICES + slice) * ROWS + r) * SUM_LD + c] = dot(qv[r], kv[u]);
-        barrier(CLK_LOCAL_MEM_FENCE);
-        for (int e = tid; e < KEYS * ROWS; e += DEC_WG) {
-            int j = e / ROWS, r = e % ROWS, key = k0 + j0 + j;
-            if (key >= k1) continue;
-            float s = 0.0f;
-            for (int q4 = 0; q4 < QUADS; q4++) s += sums[e * SUM_LD + q4];
-            sc[r][j0 + j] = r < rows && !hidden(key, (i0 + r) % Lq, diag) ? s : -INFINITY;
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-}
-
-/* o[r] += P[r][j] V[j] over keys k0 .. k1: work-item (quad c, slice) reads its quad of eight
-   rows of V at a time, all loads before the multiplies. */
-INLINE void decode_product(float4 *o, __local float (*sc)[DEC_SCORES / ROWS], __global const elem_t *vh,
-                           long v_rs, long v_ds, int k0, int k1, int tid)
-{
-    int c = tid % QUADS, slice = tid / QUADS;
-    for (int j0 = slice; k0 + j0 < k1; j0 += 8 * SLICES) {
-        float4 vv[8];
-        #pragma unroll
-        for (int u = 0; u < 8; u++) {
-            int key = k0 + j0 + u * SLICES;
-            vv[u] = key < k1 ? QUAD(vh + (long)key * v_rs, c, v_ds) : (float4)(0.0f);
-        }
-        #pragma unroll
-        for (int u = 0; u < 8; u++) {
-            int j = j0 + u * SLICES;
-            if (k0 + j >= k1) break;
-            #pragma unroll
-            for (int r = 0; r < ROWS; r++) o[r] += sc[r][j] * vv[u];
-        }
-    }
-}
-
 /* Grid (B x Hkv x row blocks x DEC_WG, splits). part: (B, Hkv, group x Lq, splits, PART). */
 __kernel __attribute__((reqd_work_group_size(DEC_WG, 1, 1))) void attn_decode(
     IN(q), IN(k), IN(v), __global float *part, int Hq, int group, int Lq, int Lk, int diag,
     float scale2, int chunk)
 {
-    /* Aligned for the float4 view the slices' sums take at the end (NVIDIA faults on a
-       misaligned vector access to local memory; CPUs do not). */
+    __local float4 qf[ROWS][QUADS];
+    /* Aligned for the float4 view the slices' sums take at the end. */
     __local float sc[ROWS][DEC_SCORES / ROWS] __attribute__((aligned(16)));
-    __local float sums[DEC_SUMS];
     __local float red[ROWS][DEC_WG];
     int tid = get_local_id(0), Hkv = Hq / group, R = group * Lq, blocks = (R + ROWS - 1) / ROWS;
     int bg = get_group_id(0) / blocks, i0 = get_group_id(0) % blocks * ROWS, b = bg / Hkv, g = bg % Hkv;
@@ -542,21 +478,35 @@ __kernel __attribute__((reqd_work_group_size(DEC_WG, 1, 1))) void attn_decode(
     for (int r = 0; r < rows; r++) qmax = max(qmax, (i0 + r) % Lq);
     /* Keys past the last one any of the rows sees are skipped. */
     int k0 = split * chunk, k1 = (int)clamp(min((long)k0 + chunk, (long)qmax + diag + 1), (long)k0, (long)Lk);
-    int c = tid % QUADS, slice = tid / QUADS;
-    float4 qv[ROWS];
-    #pragma unroll
-    for (int r = 0; r < ROWS; r++) {
-        int i = i0 + min(r, rows - 1), h = g * group + i / Lq;
-        qv[r] = QUAD(q + HEAD(q, b, h) + (long)(i % Lq) * q_st.s2, c, q_st.s3) * scale2;
+    for (int e = tid; e < ROWS * QUADS; e += DEC_WG) {
+        int r = e / QUADS, c = e % QUADS, i = i0 + r, h = g * group + i / Lq;
+        __global const elem_t *qp = q + HEAD(q, b, h) + (long)(i % Lq) * q_st.s2;
+        qf[r][c] = r < rows ? QUAD(qp, c, q_st.s3) * scale2 : (float4)(0.0f);
     }
-    decode_scores(sc, sums, k + HEAD(k, b, g), k_st.s2, k_st.s3, qv, k0, k1, i0, rows, Lq, diag, tid);
+    barrier(CLK_LOCAL_MEM_FENCE);
 
+    __global const elem_t *kh = k + HEAD(k, b, g), *vh = v + HEAD(v, b, g);
     float m[ROWS], l[ROWS];
     #pragma unroll
     for (int r = 0; r < ROWS; r++) m[r] = -INFINITY, l[r] = 0.0f;
-    for (int j = tid; k0 + j < k1; j += DEC_WG)
+    for (int j = tid; k0 + j < k1; j += DEC_WG) {
+        int key = k0 + j;
+        __global const elem_t *kp = kh + (long)key * k_st.s2;
+        float s[ROWS];
         #pragma unroll
-        for (int r = 0; r < ROWS; r++) m[r] = fmax(m[r], sc[r][j]);
+        for (int r = 0; r < ROWS; r++) s[r] = 0.0f;
+        for (int c = 0; c < QUADS; c++) {
+            float4 kv = QUAD(kp, c, k_st.s3);
+            #pragma unroll
+            for (int r = 0; r < ROWS; r++) s[r] += dot(qf[r][c], kv);
+        }
+        #pragma unroll
+        for (int r = 0; r < ROWS; r++) {
+            s[r] = r < rows && key - (i0 + r) % Lq <= diag ? s[r] : -INFINITY;
+            sc[r][j] = s[r];
+            m[r] = fmax(m[r], s[r]);
+        }
+    }
     rows_reduce(m, red, tid, 1);
     /* A row that sees no key of the chunk keeps max -inf and sum 0 (subtracting 0 gives P 0). */
     for (int j = tid; k0 + j < k1; j += DEC_WG)
@@ -568,10 +518,15 @@ __kernel __attribute__((reqd_work_group_size(DEC_WG, 1, 1))) void attn_decode(
         }
     rows_reduce(l, red, tid, 0);
 
+    int c = tid % QUADS, slice = tid / QUADS;
     float4 o[ROWS];
     #pragma unroll
     for (int r = 0; r < ROWS; r++) o[r] = (float4)(0.0f);
-    decode_product(o, sc, v + HEAD(v, b, g), v_st.s2, v_st.s3, k0, k1, tid);
+    for (int j = slice; k0 + j < k1; j += SLICES) {
+        float4 vv = QUAD(vh + (long)(k0 + j) * v_st.s2, c, v_st.s3);
+        #pragma unroll
+        for (int r = 0; r < ROWS; r++) o[r] += sc[r][j] * vv;
+    }
     /* The slices' sums meet in local memory (the scores' space: SLICES x ROWS x HEAD_DIM is
        DEC_WG x ROWS x 4 floats, within DEC_SCORES for ROWS <= 8). */
     barrier(CLK_LOCAL_MEM_FENCE);
