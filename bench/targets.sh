@@ -23,6 +23,9 @@ layernorm-f16 layernorm f16 4096x8192
 layernorm-f32 layernorm f32 4096x8192
 attention-f32 attention f32 32x4x1024x128.causal
 attention-f16 attention f16 8x16x4096x64.causal
+attention-bf16-d128 attention bf16 4x16x4096x128.causal
+attention-f16-d128 attention f16 4x16x4096x128
+decode-f16 attention f16 8x32x32768x128.q1.kv8
 lce-f16 linear_cross_entropy f16 32768x384x32768,8192x4096x128256"
 
 status=0
