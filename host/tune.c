@@ -10,7 +10,7 @@
 #include <math.h>
 #include <time.h>
 
-static double now_s(void)
+double clkit_now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -21,11 +21,11 @@ static double now_s(void)
 static double time_batch(clkit_context *ctx, const clkit_config *c, clkit_tune_run run, void *user,
                          int reps)
 {
-    double t0 = now_s();
+    double t0 = clkit_now_s();
     for (int i = 0; i < reps; i++)
         if (run(ctx, c, user) != CLKIT_OK) return -1;
     if (clFinish(ctx->queue) != CL_SUCCESS) return -1;
-    return now_s() - t0;
+    return clkit_now_s() - t0;
 }
 
 /* Median milliseconds per run of candidate c, or -1 when it cannot run here. */
@@ -63,10 +63,10 @@ clkit_status clkit_autotune(clkit_context *ctx, const clkit_tune_key *key, const
                             int n, clkit_tune_run run, void *user, const clkit_tune_options *topt,
                             clkit_config *best)
 {
-    double start = now_s(), best_ms = INFINITY;
+    double start = clkit_now_s(), best_ms = INFINITY;
     int done = 0;
     for (int i = 0; i < n; i++) {
-        if (topt && topt->budget_s > 0 && now_s() - start > topt->budget_s && isfinite(best_ms)) break;
+        if (topt && topt->budget_s > 0 && clkit_now_s() - start > topt->budget_s && isfinite(best_ms)) break;
         double ms = time_candidate(ctx, &cands[i], run, user);
         char text[512];
         clkit_config_format(&cands[i], text, sizeof text);

@@ -1086,15 +1086,20 @@ static clkit_status tune(clkit_context *ctx, const problem *pr, const clkit_tune
     if (s) return s;
     tune_run run = {pr, &scratch};
     clkit_tune_key key = tune_key(pr);
+    double start = clkit_now_s();
     s = clkit_autotune(ctx, &key, cands, n, run_candidate, &run, topt, best);
-    /* Refine the winner's program order: GROUP_M only matters for blocked kernels. */
+    /* Refine the winner's program order (GROUP_M only matters for blocked kernels) in what
+       is left of the budget, which is the whole call's; none left: the winner stands. */
+    clkit_tune_options rest = topt ? *topt : (clkit_tune_options){0};
+    if (rest.budget_s > 0) rest.budget_s -= clkit_now_s() - start;
     int kernel = cfg(best, "KERNEL");
-    if (!s && (kernel == KERNEL_BLOCKED || kernel == KERNEL_MMA || kernel == KERNEL_MATRIX) &&
+    if (!s && (!topt || topt->budget_s <= 0 || rest.budget_s > 0) &&
+        (kernel == KERNEL_BLOCKED || kernel == KERNEL_MMA || kernel == KERNEL_MATRIX) &&
         !clkit_config_get(best, "provider", 0)) {
         clkit_config groups[3] = {*best, *best, *best};
         clkit_config_set(&groups[1], "GROUP_M", 1);
         clkit_config_set(&groups[2], "GROUP_M", 4);
-        s = clkit_autotune(ctx, &key, groups, 3, run_candidate, &run, topt, best);
+        s = clkit_autotune(ctx, &key, groups, 3, run_candidate, &run, &rest, best);
     }
     clkit_scratch_release(ctx, buf, bytes);
     return s;
