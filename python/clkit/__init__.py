@@ -27,6 +27,8 @@ __version__ = "0.3.0"
 F32, F16, BF16, U8, I32, I64 = (_lib.CLKIT_F32, _lib.CLKIT_F16, _lib.CLKIT_BF16, _lib.CLKIT_U8,
                                 _lib.CLKIT_I32, _lib.CLKIT_I64)
 STATUS_NAMES = _lib.STATUS_NAMES
+# clkit_attention_options.causal (CLKIT_CAUSAL_*): where the mask's diagonal sits when Lq != Lk
+CAUSAL_NONE, CAUSAL_TOP_LEFT, CAUSAL_BOTTOM_RIGHT = 0, 1, 2
 
 
 def library():

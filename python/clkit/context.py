@@ -514,9 +514,18 @@ class Context:
 
     @staticmethod
     def attention_options(causal=False, scale=0.0):
-        """A clkit_attention_options from clkit_attention_defaults() (scale 0: 1/sqrt(D))."""
+        """A clkit_attention_options from clkit_attention_defaults() (scale 0: 1/sqrt(D)).
+        causal: False / True (top-left, as PyTorch's is_causal), "top_left", "bottom_right"
+        (the last query sees every key: decoding against a KV cache), or a CLKIT_CAUSAL_*
+        number (clkit.CAUSAL_NONE, _TOP_LEFT, _BOTTOM_RIGHT)."""
         o = _lib.load().clkit_attention_defaults()
-        o.causal = 1 if causal else 0
+        names = {"none": 0, "top_left": 1, "bottom_right": 2}
+        if isinstance(causal, str):
+            if causal not in names:
+                raise ValueError(f"causal {causal!r} is not one of {sorted(names)}")
+            o.causal = names[causal]
+        else:
+            o.causal = int(causal)
         o.scale = float(scale)
         return o
 

@@ -169,8 +169,9 @@ def attention_forward(q, k, v, causal=False, scale=0.0):
     rep = hq // hkv
     kk, vv = np.repeat(k, rep, axis=1), np.repeat(v, rep, axis=1)
     s = scale * q @ kk.transpose(0, 1, 3, 2)
-    if causal:
-        s = np.where(np.arange(lk)[None, :] <= np.arange(lq)[:, None], s, -np.inf)
+    if causal:  # True / 1: top-left; "bottom_right" / 2: the last query sees every key
+        shift = lk - lq if causal in ("bottom_right", 2) else 0
+        s = np.where(np.arange(lk)[None, :] <= np.arange(lq)[:, None] + shift, s, -np.inf)
     m = s.max(axis=-1, keepdims=True)
     e = np.exp(s - m)
     lse = (m + np.log(e.sum(axis=-1, keepdims=True)))[..., 0]

@@ -35,6 +35,25 @@ def test_attention(ctx, rng, dt, causal):
         refs.close(got, w, dt, atol=atol, what=name)
 
 
+# Decoding shapes (a few queries, many keys: the keys split over work-groups) with
+# grouped-query heads, bottom-right causal and none
+@pytest.mark.parametrize("causal,lq,lk", [("bottom_right", 3, 300), (clkit.CAUSAL_NONE, 1, 513)])
+def test_attention_decoding(ctx, rng, causal, lq, lk):
+    (q, k, v), (qv, kv, vv) = qkv(rng, "f32", b=1, hq=4, hkv=2, lq=lq, lk=lk, d=32)
+    o, lse = ctx.attention_forward(q, k, v, causal=causal)
+    want_o, want_lse, _ = refs.attention_forward(qv, kv, vv, causal)
+    refs.close(o, want_o, "f32", atol=1e-5)
+    refs.close(lse, want_lse, "f32", atol=1e-5)
+
+
+def test_attention_bad_causal(ctx, rng):
+    (q, k, v), _ = qkv(rng, "f32")
+    with pytest.raises(ValueError):
+        ctx.attention_forward(q, k, v, causal="diagonal")
+    with pytest.raises(clkit.InvalidValueError):
+        ctx.attention_forward(q, k, v, causal=3)
+
+
 def test_attention_scale_views_no_lse(ctx, rng):
     (q, k, v), (qv, kv, vv) = qkv(rng, "f32", b=2, hq=2, hkv=2, lq=4, lk=4, d=16)
     # (B, L, H, D) memory seen as (B, H, L, D): strided views as a fused QKV projection gives
