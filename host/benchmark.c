@@ -238,8 +238,9 @@ static clkit_status check_options(clkit_context *ctx, const clkit_benchmark_opti
 /* 256 MiB as do_bench on a GPU. A CPU writes 256 MiB in some 0.1 s, which would dominate a
    quick run: twice its last-level cache evicts it as well, and at least 64 MiB in case the
    driver reports a smaller level. Never more than one allocation may hold. */
-static uint64_t default_flush_bytes(const clkit_context *ctx)
+uint64_t clkit_benchmark_flush_bytes(const clkit_context *ctx)
 {
+    if (!ctx) return 0;
     cl_ulong cache = 0;
     uint64_t bytes = FLUSH_GPU_BYTES;
     if (ctx->props.is_cpu &&
@@ -266,7 +267,7 @@ static clkit_status flush_buffer(bench *b)
                               "of the context's cl_context");
         b->flush = o->flush_buffer;
     } else {
-        bytes = (size_t)(o->flush_bytes ? o->flush_bytes : default_flush_bytes(b->ctx));
+        bytes = (size_t)(o->flush_bytes ? o->flush_bytes : clkit_benchmark_flush_bytes(b->ctx));
         b->flush = b->made = clCreateBuffer(b->ctx->cl, CL_MEM_READ_WRITE, bytes, NULL, &err);
         if (!b->flush) return clkit_cl_fail(b->ctx, err, "clCreateBuffer (flush)");
     }

@@ -537,6 +537,9 @@ typedef clkit_status (*clkit_benchmark_fn)(clkit_context *ctx, void *user);
 
 /* The defaults noted in clkit_benchmark_options. */
 clkit_benchmark_options clkit_benchmark_defaults(void);
+/* The bytes clkit_benchmark writes before each timed repeat on ctx's device when flush_bytes
+   is 0 (0 for a NULL ctx): to size a flush_buffer reused across calls. */
+uint64_t clkit_benchmark_flush_bytes(const clkit_context *ctx);
 /* Times fn(ctx, user) as triton.testing.do_bench and `clkit bench` do: 3 calls estimate its
    time (the first may build programs: their median counts), from which come the warm-up and
    repeat counts; then the warm-up, a clFinish, and the timed repeats, each after a flush.

@@ -362,6 +362,9 @@ START_TEST(benchmark_wall)
     ck_assert(r.warmup >= 1 && r.warmup <= 5);
     ck_assert_int_eq(u.calls, 3 + r.warmup + r.reps);
     ck_assert_uint_ge(r.flush_bytes, 64u << 20);   /* the default on a CPU; more elsewhere */
+    /* What the size query reports is what a default run wrote (whole fill words). */
+    ck_assert_uint_eq(r.flush_bytes, clkit_benchmark_flush_bytes(ctx) / 4 * 4);
+    ck_assert_uint_eq(clkit_benchmark_flush_bytes(NULL), 0);
     assert_ordered(&r);
 
     u.calls = 0;

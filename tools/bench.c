@@ -8,10 +8,6 @@
 #include "output.h"
 #include "tool.h"
 
-/* Triton's do_bench flushes L2 by writing a 256 MiB buffer between repeats. */
-#define FLUSH_BYTES (256ull << 20)
-#define MIN_FLUSH_BYTES (64ull << 20)
-
 /* do_bench's 25 ms warm-up and 100 ms of repeats, capped so that a full run over some 150
    rows takes minutes on a GPU; quick keeps a CPU run to seconds. */
 static const measure_budget full_budget = {25, 100, 1000, 10, 200, 0};
@@ -334,21 +330,6 @@ static int bench_ops(bench_run *run)
     return rc;
 }
 
-/* 256 MiB as do_bench on a GPU. A CPU writes 256 MiB in some 0.1 s, which would dominate a
-   quick run: twice its last-level cache evicts it as well, and at least 64 MiB in case the
-   driver reports a smaller level. */
-static uint64_t flush_bytes(clkit_context *ctx, const struct clkit_device_props *dev)
-{
-    cl_device_id d;
-    cl_ulong cache = 0;
-    uint64_t bytes = FLUSH_BYTES;
-    clkit_context_cl(ctx, NULL, NULL, &d);
-    if (dev->is_cpu && clGetDeviceInfo(d, CL_DEVICE_GLOBAL_MEM_CACHE_SIZE, sizeof cache, &cache,
-                                       NULL) == CL_SUCCESS && cache && 2 * cache < bytes)
-        bytes = 2 * cache > MIN_FLUSH_BYTES ? 2 * cache : MIN_FLUSH_BYTES;
-    return bytes < dev->max_alloc ? bytes : dev->max_alloc;
-}
-
 int cmd_bench(int argc, char **argv)
 {
     bench_opts o;
@@ -373,7 +354,7 @@ int cmd_bench(int argc, char **argv)
     }
     struct clkit_device_props dev;
     clkit_device_props(run.main.ctx, &dev);
-    o.flush = flush_bytes(run.main.ctx, &dev);
+    o.flush = clkit_benchmark_flush_bytes(run.main.ctx);
     s = measure_flush_buffer(run.main.ctx, o.flush, &run.main.flush);
     if (s) {
         tool_error("cache flush scratch", s, op_error());
