@@ -553,10 +553,9 @@ static clkit_status plan_attention(clkit_context *ctx, void *arg, size_t wg_limi
     plan->dims = 2;
     if (mma) {
         /* AMD's kernels are NVIDIA's names with _matrix for _mma (the delta kernel is shared). */
-        const char *name = ps->names_mma[i];
+        const char *name = wg ? "attn_fwd_wgmma" : ps->names_mma[i];
         size_t stem = strlen(name) - (amd && !delta ? 4 : 0);
         snprintf(plan->name, sizeof plan->name, "%.*s%s", (int)stem, name, amd && !delta ? "_matrix" : "");
-        if (wg) snprintf(plan->name, sizeof plan->name, "attn_fwd_wgmma");
         mma_options(ps->p, ps->bwd, mt, plan->options, sizeof plan->options);
         if (wg) strncat(plan->options, " -D WGMMA", sizeof plan->options - strlen(plan->options) - 1);
         if (amd) {
