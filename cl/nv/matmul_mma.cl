@@ -75,10 +75,7 @@
 /* wgmma reads its operands with the 128-byte swizzle: a K-major tile (BLOCK_K 64, a 128-byte
    row per m or n) is what nv_swizzle gives rows of 8 chunks; an M- or N-major one is cut into
    panels of 64 columns, each `rows` (BLOCK_K) rows of 128 bytes. */
-INLINE int tile_offset(int row, int chunk, int rows, int chunks)
-{
-    return (chunk / 8) * rows * 128 + nv_swizzle(row, chunk % 8, 8);
-}
+INLINE int tile_offset(int row, int chunk, int rows, int chunks) { return nv_wgmma_offset(row, chunk, rows); }
 #else
 INLINE int tile_offset(int row, int chunk, int rows, int chunks) { return nv_swizzle(row, chunk, chunks); }
 #endif

@@ -188,6 +188,15 @@ NV_INLINE ulong nv_wgmma_desc(__local const void *start, uint lead, uint stride)
            (ulong)(stride >> 4) << 32 | 1ul << 62;
 }
 
+/* Byte offset of 16-byte chunk `chunk` of row `row` in a tile laid out for that swizzle:
+   panels of 8 chunks (128 bytes) a row, `rows` rows each, one after another. A K-major
+   operand of 64 16-bit elements a row is one panel; wider rows and M- or N-major operands
+   span several, which the descriptors step through. */
+NV_INLINE int nv_wgmma_offset(int row, int chunk, int rows)
+{
+    return (chunk / 8) * rows * 128 + nv_swizzle(row, chunk % 8, 8);
+}
+
 /* Hopper's tensor memory accelerator (TMA): one thread copies a whole box of a 2-D or 3-D
    tensor into local memory, written in the 128-byte swizzle wgmma reads, rows and columns past
    the tensor's edge zero-filled; an mbarrier counts the bytes landed. The box's geometry is a
