@@ -10,7 +10,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* Triton's do_bench writes 256 MiB between repeats to evict a GPU's L2. */
 #define FLUSH_GPU_BYTES (256ull << 20)
@@ -48,12 +47,7 @@ typedef struct bench {
     int calls;
 } bench;
 
-static double now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
-}
+static double now_ms(void) { return 1e3 * clkit_now_s(); }
 
 /* A call of fn. Where it fails, its message stays on the context (a clkit op's), or one is
    made that names the call. */

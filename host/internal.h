@@ -264,6 +264,9 @@ clkit_status clkit_check_output(clkit_context *ctx, const clkit_tensor *out, con
 clkit_status clkit_check_disjoint(clkit_context *ctx, const clkit_tensor *out, const char *on,
                                   const clkit_tensor *in, const char *in_name, bool allow_alias);
 int64_t clkit_numel(const clkit_tensor *t);
+/* Monotonic seconds (host/tune.c): the tuners' budgets, clkit_benchmark's timing. */
+double clkit_now_s(void);
+
 /* A device scratch buffer of `bytes` for an op's intermediate results, counted toward
    clkit_scratch_peak until clkit_scratch_release. Releasing right after enqueueing the last
    kernel that uses it is safe: OpenCL keeps the memory until those commands finish. */

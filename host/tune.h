@@ -62,9 +62,6 @@ clkit_status clkit_cache_store(clkit_context *ctx, const clkit_tune_key *key,
 /* Runs one candidate: enqueues the op with config c (the caller's closure in user). */
 typedef clkit_status (*clkit_tune_run)(clkit_context *ctx, const clkit_config *c, void *user);
 
-/* Monotonic seconds, for the budgets of multi-pass tuners. */
-double clkit_now_s(void);
-
 /* Times each of n candidates (build and one warm-up run first; a candidate that fails to build
    or launch is skipped), stores the fastest under key and returns it in best. Stops early
    when topt->budget_s runs out, keeping the best so far. */
