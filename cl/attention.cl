@@ -428,22 +428,86 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_bwd_dkdv(
    keys. It scores the chunk into local memory, takes the chunk's softmax against the chunk's
    own row max, and writes an unnormalised partial output with that max and sum;
    attn_decode_merge rescales the splits into o and lse, in split order (deterministic).
-   Causal masks as the forward does: key c is visible to query t when c - t <= diag (0: top-left,
-   Lk - Lq: bottom-right; the host passes Lk for no mask).
+   Causal masks as the forward does (hidden() in attention.h; the host passes Lk for no mask).
 
-   Compile-time constants: HEAD_DIM, ROWS (1 to 8), the dtype, and DENSE_D when q, k and v have
-   a contiguous head dimension (4-element loads; otherwise strided ones). */
+   Decoding is bound by reading K and V, so both are read in whole 16-byte pieces (VEC
+   elements) by neighbouring work-items, a row by OCTS of them, with several pieces in flight a
+   work-item: K through a local tile (the next tile's loads are issued before the current one
+   is scored, so that they overlap), V straight into the P V sums.
+
+   Compile-time constants: HEAD_DIM, ROWS (1 to 8), the dtype, DENSE_D when k and v have a
+   contiguous head dimension, ALIGNED_KV when every row of them also starts on 16 bytes. */
 #define DEC_WG 128
 #define DEC_SCORES 4096             /* floats of scores a work-group holds: ROWS x its chunk */
-#define QUADS (HEAD_DIM / 4)        /* 4-element groups of a row */
-#define SLICES (DEC_WG / QUADS)     /* rows of V read at once by P V */
 #define PART (HEAD_DIM + 2)         /* a partial result: o (unnormalised), max, sum */
-#if defined(DENSE_D)
-#define QUAD(p, c, ds) LOAD4(p, 4 * (c))
+#define PIECE_BYTES 16
+#define VEC (PIECE_BYTES / (int)sizeof(elem_t)) /* elements of a 16-byte piece */
+#define OCTS (HEAD_DIM / VEC)       /* pieces of a row */
+#define SLICES (DEC_WG / OCTS)      /* rows of V read at once by P V */
+#define V_LOADS 8                   /* rows of V in flight a work-item */
+/* K tile: 16 KB of keys (at most 128), each row padded by one piece so that neighbouring
+   keys' rows start in different banks; every work-item loads K_LOADS pieces of it. */
+#define KT_KEYS (16384 / (HEAD_DIM * (int)sizeof(elem_t)) < 128 ? 16384 / (HEAD_DIM * (int)sizeof(elem_t)) : 128)
+#define KT_LD (HEAD_DIM + VEC)
+#define K_LOADS (KT_KEYS * OCTS / DEC_WG)
+#define KT_GROUPS (DEC_WG / KT_KEYS) /* work-items that score one key, a share of the rows each */
+#define KT_ROWS ((ROWS + KT_GROUPS - 1) / KT_GROUPS)
+
+/* Pieces as raw bits (bits_of) and as floats (floatv), from global or local memory. */
+#if defined(DTYPE_F32)
+typedef uint bits_of;
+typedef uint4 piece_bits;
+typedef float4 floatv;
+#define DOTV(a, b) dot(a, b)
+#define LOCAL_PIECE(p) as_float4(*(__local const uint4 *)(p))
+#define ALIGNED_PIECE(p) (*(const __global float4 *)(p))
+#define DENSE_PIECE(p) vload4(0, p)
+#define RAW_DENSE(p) vload4(0, (const __global uint *)(p))
+#define GATHER(t, a, b, c, d, e, f, g, h) (t)(a, b, c, d) /* the first VEC of eight strided loads */
 #else
-#define QUAD(p, c, ds) (float4)(LOAD(p, (4 * (c)) * (ds)), LOAD(p, (4 * (c) + 1) * (ds)), \
-                                LOAD(p, (4 * (c) + 2) * (ds)), LOAD(p, (4 * (c) + 3) * (ds)))
+typedef ushort bits_of;
+typedef ushort8 piece_bits;
+typedef float8 floatv;
+#define DOTV(a, b) (dot((a).lo, (b).lo) + dot((a).hi, (b).hi))
+#define RAW_DENSE(p) vload8(0, (const __global ushort *)(p))
+#define GATHER(t, a, b, c, d, e, f, g, h) (t)(a, b, c, d, e, f, g, h)
+#if defined(DTYPE_F16)
+#define LOCAL_PIECE(p) vloada_half8(0, (__local const half *)(p))
+#define ALIGNED_PIECE(p) vloada_half8(0, p)
+#define DENSE_PIECE(p) vload_half8(0, p)
+#else
+#define BF16_PIECE(u) as_float8(convert_uint8(u) << 16)
+#define LOCAL_PIECE(p) BF16_PIECE(*(__local const ushort8 *)(p))
+#define ALIGNED_PIECE(p) BF16_PIECE(*(const __global ushort8 *)(p))
+#define DENSE_PIECE(p) BF16_PIECE(vload8(0, p))
 #endif
+#endif
+
+/* Piece c of a row, raw (for the local tile) and as floats (ds: the head dimension's stride). */
+INLINE piece_bits raw_piece(__global const elem_t *row, int c, long ds)
+{
+#if defined(ALIGNED_KV)
+    return *(const __global piece_bits *)(row + c * VEC);
+#elif defined(DENSE_D)
+    return RAW_DENSE(row + c * VEC);
+#else
+    __global const bits_of *p = (__global const bits_of *)row + c * VEC * ds;
+    return GATHER(piece_bits, p[0], p[ds], p[2 * ds], p[3 * ds], p[4 * ds], p[5 * ds], p[6 * ds], p[7 * ds]);
+#endif
+}
+
+INLINE floatv float_piece(__global const elem_t *row, int c, long ds)
+{
+#if defined(ALIGNED_KV)
+    return ALIGNED_PIECE(row + c * VEC);
+#elif defined(DENSE_D)
+    return DENSE_PIECE(row + c * VEC);
+#else
+    row += c * VEC * ds;
+    return GATHER(floatv, LOAD(row, 0), LOAD(row, ds), LOAD(row, 2 * ds), LOAD(row, 3 * ds), LOAD(row, 4 * ds),
+                  LOAD(row, 5 * ds), LOAD(row, 6 * ds), LOAD(row, 7 * ds));
+#endif
+}
 
 /* x[r] = the work-group's max (or sum) of x[r] over its work-items, for every row. */
 INLINE void rows_reduce(float *x, __local float (*red)[DEC_WG], int tid, int is_max)
@@ -463,14 +527,116 @@ INLINE void rows_reduce(float *x, __local float (*red)[DEC_WG], int tid, int is_
     barrier(CLK_LOCAL_MEM_FENCE);
 }
 
+/* This work-item's pieces of the K tile at key t0 of the chunk (n keys from k0: rows past the
+   chunk repeat its last one, so that no load leaves the tensor; their scores are dropped). */
+INLINE void load_k_tile(piece_bits *kr, __global const elem_t *kh, long rs, long ds, int k0, int n,
+                        int t0, int tid)
+{
+    #pragma unroll
+    for (int u = 0; u < K_LOADS; u++) {
+        int e = tid + u * DEC_WG, j = min(t0 + e / OCTS, n - 1);
+        kr[u] = raw_piece(kh + (long)(k0 + j) * rs, e % OCTS, ds);
+    }
+}
+
+/* Scores of the staged tile's keys t0 .. into sc (scaled to log2 units; hidden ones -inf):
+   work-item (key j, group) takes every KT_GROUPS-th row, reading the key's row from the tile
+   once for all of them and q (the same for a warp's work-items) by broadcast. */
+INLINE void score_k_tile(__local float (*sc)[DEC_SCORES / ROWS], __local const bits_of *kt,
+                         __local const floatv (*qf)[OCTS], int k0, int n, int t0, int i0, int rows,
+                         int Lq, int diag, int tid)
+{
+    int j = tid % KT_KEYS, grp = tid / KT_KEYS;
+    if (t0 + j >= n) return;
+    float s[KT_ROWS];
+    #pragma unroll
+    for (int i = 0; i < KT_ROWS; i++) s[i] = 0.0f;
+    for (int c = 0; c < OCTS; c++) {
+        floatv kv = LOCAL_PIECE(kt + j * KT_LD + c * VEC);
+        #pragma unroll
+        for (int i = 0; i < KT_ROWS; i++)
+            if (grp + i * KT_GROUPS < ROWS) s[i] += DOTV(qf[grp + i * KT_GROUPS][c], kv);
+    }
+    #pragma unroll
+    for (int i = 0; i < KT_ROWS; i++) {
+        int r = grp + i * KT_GROUPS;
+        if (r < ROWS) sc[r][t0 + j] = r < rows && !hidden(k0 + t0 + j, (i0 + r) % Lq, diag) ? s[i] : -INFINITY;
+    }
+}
+
+/* Every row's scores of the chunk's n keys, a K tile at a time. */
+INLINE void decode_scores(__local float (*sc)[DEC_SCORES / ROWS], __local bits_of *kt,
+                          __local const floatv (*qf)[OCTS], __global const elem_t *kh, long rs,
+                          long ds, int k0, int n, int i0, int rows, int Lq, int diag, int tid)
+{
+    piece_bits kr[K_LOADS];
+    if (n > 0) load_k_tile(kr, kh, rs, ds, k0, n, 0, tid);
+    for (int t0 = 0; t0 < n; t0 += KT_KEYS) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        #pragma unroll
+        for (int u = 0; u < K_LOADS; u++) {
+            int e = tid + u * DEC_WG;
+            *(__local piece_bits *)(kt + (e / OCTS) * KT_LD + (e % OCTS) * VEC) = kr[u];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (t0 + KT_KEYS < n) load_k_tile(kr, kh, rs, ds, k0, n, t0 + KT_KEYS, tid);
+        score_k_tile(sc, kt, qf, k0, n, t0, i0, rows, Lq, diag, tid);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+
+/* o[r] += P[r][j] V[j] over the chunk's n keys: work-item (piece c, slice) reads piece c of
+   V_LOADS rows at a time, every load before the multiplies. */
+INLINE void decode_product(floatv *o, __local float (*sc)[DEC_SCORES / ROWS], __global const elem_t *vh,
+                           long rs, long ds, int k0, int n, int tid)
+{
+    int c = tid % OCTS, slice = tid / OCTS;
+    for (int j0 = slice; j0 < n; j0 += V_LOADS * SLICES) {
+        floatv vv[V_LOADS];
+        #pragma unroll
+        for (int u = 0; u < V_LOADS; u++)
+            vv[u] = float_piece(vh + (long)(k0 + min(j0 + u * SLICES, n - 1)) * rs, c, ds);
+        #pragma unroll
+        for (int u = 0; u < V_LOADS; u++) {
+            int j = j0 + u * SLICES;
+            #pragma unroll
+            for (int r = 0; r < ROWS; r++) o[r] += (j < n ? sc[r][min(j, n - 1)] : 0.0f) * vv[u];
+        }
+    }
+}
+
+/* The slices' sums of o meet in local memory (the scores' space, which holds RB rows of
+   every work-item's piece at a time: RB divides ROWS, a power of two) and go out as the
+   split's partial result. */
+#define RB (DEC_SCORES / (DEC_WG * VEC) < ROWS ? DEC_SCORES / (DEC_WG * VEC) : ROWS)
+INLINE void decode_store(__global float *out, long row_st, const floatv *o, __local float *po, int rows,
+                         int tid)
+{
+    int c = tid % OCTS, slice = tid / OCTS;
+    #pragma unroll
+    for (int r0 = 0; r0 < ROWS; r0 += RB) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        #pragma unroll
+        for (int r = 0; r < RB; r++)
+            *(__local floatv *)(po + ((slice * RB + r) * OCTS + c) * VEC) = o[r0 + r];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int e = tid; e < RB * HEAD_DIM; e += DEC_WG) {
+            int r = e / HEAD_DIM, d = e % HEAD_DIM;
+            float t = 0.0f;
+            for (int sl = 0; sl < SLICES; sl++) t += po[(sl * RB + r) * HEAD_DIM + d];
+            if (r0 + r < rows) out[(r0 + r) * row_st + d] = t;
+        }
+    }
+}
+
 /* Grid (B x Hkv x row blocks x DEC_WG, splits). part: (B, Hkv, group x Lq, splits, PART). */
 __kernel __attribute__((reqd_work_group_size(DEC_WG, 1, 1))) void attn_decode(
     IN(q), IN(k), IN(v), __global float *part, int Hq, int group, int Lq, int Lk, int diag,
     float scale2, int chunk)
 {
-    __local float4 qf[ROWS][QUADS];
-    /* Aligned for the float4 view the slices' sums take at the end. */
-    __local float sc[ROWS][DEC_SCORES / ROWS] __attribute__((aligned(16)));
+    __local floatv qf[ROWS][OCTS];
+    __local float sc[ROWS][DEC_SCORES / ROWS] __attribute__((aligned(sizeof(floatv))));
+    __local bits_of kt[KT_KEYS * KT_LD] __attribute__((aligned(PIECE_BYTES)));
     __local float red[ROWS][DEC_WG];
     int tid = get_local_id(0), Hkv = Hq / group, R = group * Lq, blocks = (R + ROWS - 1) / ROWS;
     int bg = get_group_id(0) / blocks, i0 = get_group_id(0) % blocks * ROWS, b = bg / Hkv, g = bg % Hkv;
@@ -478,38 +644,23 @@ __kernel __attribute__((reqd_work_group_size(DEC_WG, 1, 1))) void attn_decode(
     for (int r = 0; r < rows; r++) qmax = max(qmax, (i0 + r) % Lq);
     /* Keys past the last one any of the rows sees are skipped. */
     int k0 = split * chunk, k1 = (int)clamp(min((long)k0 + chunk, (long)qmax + diag + 1), (long)k0, (long)Lk);
-    for (int e = tid; e < ROWS * QUADS; e += DEC_WG) {
-        int r = e / QUADS, c = e % QUADS, i = i0 + r, h = g * group + i / Lq;
+    int n = k1 - k0;
+    for (int e = tid; e < ROWS * HEAD_DIM; e += DEC_WG) {
+        int r = e / HEAD_DIM, d = e % HEAD_DIM, i = i0 + min(r, rows - 1), h = g * group + i / Lq;
         __global const elem_t *qp = q + HEAD(q, b, h) + (long)(i % Lq) * q_st.s2;
-        qf[r][c] = r < rows ? QUAD(qp, c, q_st.s3) * scale2 : (float4)(0.0f);
+        ((__local float *)qf)[e] = r < rows ? LOAD(qp, d * q_st.s3) * scale2 : 0.0f;
     }
-    barrier(CLK_LOCAL_MEM_FENCE);
+    decode_scores(sc, kt, qf, k + HEAD(k, b, g), k_st.s2, k_st.s3, k0, n, i0, rows, Lq, diag, tid);
 
-    __global const elem_t *kh = k + HEAD(k, b, g), *vh = v + HEAD(v, b, g);
     float m[ROWS], l[ROWS];
     #pragma unroll
     for (int r = 0; r < ROWS; r++) m[r] = -INFINITY, l[r] = 0.0f;
-    for (int j = tid; k0 + j < k1; j += DEC_WG) {
-        int key = k0 + j;
-        __global const elem_t *kp = kh + (long)key * k_st.s2;
-        float s[ROWS];
+    for (int j = tid; j < n; j += DEC_WG)
         #pragma unroll
-        for (int r = 0; r < ROWS; r++) s[r] = 0.0f;
-        for (int c = 0; c < QUADS; c++) {
-            float4 kv = QUAD(kp, c, k_st.s3);
-            #pragma unroll
-            for (int r = 0; r < ROWS; r++) s[r] += dot(qf[r][c], kv);
-        }
-        #pragma unroll
-        for (int r = 0; r < ROWS; r++) {
-            s[r] = r < rows && key - (i0 + r) % Lq <= diag ? s[r] : -INFINITY;
-            sc[r][j] = s[r];
-            m[r] = fmax(m[r], s[r]);
-        }
-    }
+        for (int r = 0; r < ROWS; r++) m[r] = fmax(m[r], sc[r][j]);
     rows_reduce(m, red, tid, 1);
     /* A row that sees no key of the chunk keeps max -inf and sum 0 (subtracting 0 gives P 0). */
-    for (int j = tid; k0 + j < k1; j += DEC_WG)
+    for (int j = tid; j < n; j += DEC_WG)
         #pragma unroll
         for (int r = 0; r < ROWS; r++) {
             float p = exp2(sc[r][j] - (m[r] == -INFINITY ? 0.0f : m[r]));
@@ -518,29 +669,12 @@ __kernel __attribute__((reqd_work_group_size(DEC_WG, 1, 1))) void attn_decode(
         }
     rows_reduce(l, red, tid, 0);
 
-    int c = tid % QUADS, slice = tid / QUADS;
-    float4 o[ROWS];
+    floatv o[ROWS];
     #pragma unroll
-    for (int r = 0; r < ROWS; r++) o[r] = (float4)(0.0f);
-    for (int j = slice; k0 + j < k1; j += SLICES) {
-        float4 vv = QUAD(vh + (long)(k0 + j) * v_st.s2, c, v_st.s3);
-        #pragma unroll
-        for (int r = 0; r < ROWS; r++) o[r] += sc[r][j] * vv;
-    }
-    /* The slices' sums meet in local memory (the scores' space: SLICES x ROWS x HEAD_DIM is
-       DEC_WG x ROWS x 4 floats, within DEC_SCORES for ROWS <= 8). */
-    barrier(CLK_LOCAL_MEM_FENCE);
-    __local float4 *po = (__local float4 *)sc;
-    #pragma unroll
-    for (int r = 0; r < ROWS; r++) po[(slice * ROWS + r) * QUADS + c] = o[r];
-    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int r = 0; r < ROWS; r++) o[r] = (floatv)(0.0f);
+    decode_product(o, sc, v + HEAD(v, b, g), v_st.s2, v_st.s3, k0, n, tid);
     __global float *out = part + ((long)bg * R + i0) * splits * PART + (long)split * PART;
-    for (int e = tid; e < rows * QUADS; e += DEC_WG) {
-        int r = e / QUADS, cq = e % QUADS;
-        float4 t = (float4)(0.0f);
-        for (int sl = 0; sl < SLICES; sl++) t += po[(sl * ROWS + r) * QUADS + cq];
-        vstore4(t, 0, out + (long)r * splits * PART + 4 * cq);
-    }
+    decode_store(out, (long)splits * PART, o, &sc[0][0], rows, tid);
     if (tid == 0)
         #pragma unroll
         for (int r = 0; r < ROWS; r++)

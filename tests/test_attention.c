@@ -493,8 +493,9 @@ START_TEST(bottom_right)
 END_TEST
 
 /* Decoding (few queries, many keys: the keys split over work-groups, their partial softmaxes
-   merged): one to 16 queries, grouped-query ratios 1, 4 and 8, every mask, strided views, and
-   one query against 100 000 keys. */
+   merged): one to 16 queries, grouped-query ratios 1, 4 and 8, every mask, views that are
+   contiguous (aligned 16-byte loads), padded (unaligned) and strided, and one query against
+   100 000 keys. */
 START_TEST(decoding)
 {
     clkit_context *ctx = tu_ctx();
@@ -507,7 +508,8 @@ START_TEST(decoding)
         {CLKIT_F16, 2, 8, 2, 1, 300, 64, 0, 'c'},       {CLKIT_F32, 1, 4, 4, 3, 1000, 32, 2, 'c'},
         {CLKIT_BF16, 1, 8, 1, 2, 777, 128, 2, 'p'},     {CLKIT_F32, 1, 4, 1, 16, 513, 16, 1, 's'},
         {CLKIT_F16, 1, 2, 1, 5, 4099, 256, 2, 'c'},      {CLKIT_F32, 2, 2, 2, 1, 2048, 64, 0, 's'},
-        {CLKIT_F16, 1, 8, 2, 1, 100000, 64, 2, 'c'},
+        {CLKIT_F16, 1, 8, 2, 1, 100000, 64, 2, 'c'},    {CLKIT_F16, 1, 16, 2, 4, 1500, 128, 2, 'p'},
+        {CLKIT_BF16, 2, 4, 1, 1, 3000, 128, 0, 'c'},    {CLKIT_F32, 1, 2, 1, 2, 700, 256, 1, 'h'},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         acase c = basic(cases[i].dt, cases[i].d, cases[i].lq, cases[i].lk, cases[i].causal);

@@ -742,13 +742,25 @@ static int decode_chunk(const clkit_context *ctx, const problem *p, size_t group
     return (int)(chunk < DEC_SCORES / rows ? chunk : DEC_SCORES / rows);
 }
 
+/* Every row of t starts on 16 bytes and its head dimension is contiguous: the decoding kernel
+   may load K and V in aligned 16-byte pieces. */
+static int rows_aligned16(const clkit_tensor *t)
+{
+    int64_t es = (int64_t)clkit_dtype_size(t->dtype);
+    if (t->offset % 16 || t->strides[3] != 1) return 0;
+    for (int i = 0; i < 3; i++)
+        if (t->shape[i] > 1 && t->strides[i] * es % 16) return 0;
+    return 1;
+}
+
 static clkit_status decode_kernels(clkit_context *ctx, const call *c, int rows, cl_kernel *k)
 {
     const problem *p = &c->p;
-    int dense = c->q->strides[3] == 1 && c->k->strides[3] == 1 && c->v->strides[3] == 1;
+    int dense = c->k->strides[3] == 1 && c->v->strides[3] == 1;
+    int aligned = rows_aligned16(c->k) && rows_aligned16(c->v);
     char opts[160];
-    snprintf(opts, sizeof opts, "%s -D ATTN_DECODE -D HEAD_DIM=%d -D ROWS=%d%s", clkit_dtype_macro(p->dtype),
-             (int)p->d, rows, dense ? " -D DENSE_D" : "");
+    snprintf(opts, sizeof opts, "%s -D ATTN_DECODE -D HEAD_DIM=%d -D ROWS=%d%s%s", clkit_dtype_macro(p->dtype),
+             (int)p->d, rows, dense ? " -D DENSE_D" : "", aligned ? " -D ALIGNED_KV" : "");
     clkit_status s = clkit_get_kernel(ctx, "attention.cl", "attn_decode", opts, &k[0]);
     if (!s) s = clkit_get_kernel(ctx, "attention.cl", "attn_decode_merge", opts, &k[1]);
     if (!s && clkit_kernel_wg_limit(ctx, k[0]) < DEC_WG)
