@@ -444,7 +444,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_bwd_dkdv(
 #define VEC (PIECE_BYTES / (int)sizeof(elem_t)) /* elements of a 16-byte piece */
 #define OCTS (HEAD_DIM / VEC)       /* pieces of a row */
 #define SLICES (DEC_WG / OCTS)      /* rows of V read at once by P V */
-#define V_LOADS 8                   /* rows of V in flight a work-item */
+#define V_LOADS 16                  /* rows of V in flight a work-item */
 /* K tile: 16 KB of keys (at most 128), each row padded by one piece so that neighbouring
    keys' rows start in different banks; every work-item loads K_LOADS pieces of it. */
 #define KT_KEYS (16384 / (HEAD_DIM * (int)sizeof(elem_t)) < 128 ? 16384 / (HEAD_DIM * (int)sizeof(elem_t)) : 128)
