@@ -18,11 +18,15 @@
      registers while the current one is multiplied: one barrier per slice), vector loads along
      the operand's contiguous dimension, and Triton's grouped program order (GROUP_M) so
      concurrently running work-groups share rows of A and columns of B in L2.
-   - matmul_skinny: for M of a few rows (a GEMV in all but name), where a tile of BLOCK_M rows
-     would idle most of its FMAs and too few work-groups would walk K one after another. B,
-     the only large operand, is streamed once: each work-group owns SK_COLS * 4 columns, its
-     SK_K lanes split K between them, every lane keeps all SK_M rows of its columns in
-     registers, and one local-memory reduction sums the lanes.
+   - matmul_skinny: for M of a few rows (a GEMV in all but name: inference decode), bound by
+     reading B once. A tile of BLOCK_M rows would idle most of its FMAs and too few work-groups
+     would walk K one after another; instead each work-group keeps SK_M rows of A's products in
+     registers, streams its columns of B in 16-byte loads with SK_LOADS of them in flight a
+     lane (along N when N is contiguous, along K for the K-contiguous nn.Linear weight), and
+     K is split across work-groups until the device holds several a compute unit:
+     matmul_skinny_reduce adds the splits' f32 partial sums in a fixed order (bitwise the same
+     every run) and applies the epilogue. B is read once, A (a few KiB) from cache, and the
+     partials cost 8 M N bytes a split.
 
    Edges are masked: any M, N, K >= 1. */
 #include "matmul.h"
@@ -276,58 +280,207 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void matmul_blocked(OPE
 }
 #endif
 
-#if defined(SK_COLS)
-#define SK_WG (SK_COLS * SK_K)
-#define SK_W (SK_COLS * 4)
 
-/* 3-D range: (column blocks x SK_WG, row blocks, batch). */
-__kernel __attribute__((reqd_work_group_size(SK_WG, 1, 1))) void matmul_skinny(OPERANDS)
-{
-    __local float partial[SK_K * SK_M * SK_W];
-    long batch = get_global_id(2);
-    int tid = get_local_id(0), tx = tid % SK_COLS, ty = tid / SK_COLS;
-    int m0 = get_group_id(1) * SK_M, n0 = get_group_id(0) * SK_W + tx * 4;
-    A += a_off + batch * a_sb + (long)m0 * a_sm;
-    B += b_off + batch * b_sb;
-    int m_left = M - m0;
-    float acc[SK_M][4];
-#pragma unroll
-    for (int i = 0; i < SK_M; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
-    /* Lanes of one k row read adjacent float4s: each k row of the block is one coalesced
-       SK_W-wide read. */
-    for (int k = ty; k < K; k += SK_K) {
-        float4 b;
-#if VEC_B == 4
-        if (n0 + 3 < N) {
-            b = LOAD4_B(B, k * b_sk + n0);
-        } else
+#if defined(SK_COLS)
+/* matmul_skinny: a work-group owns SK_M rows of C (A's rows stay in registers: each lane keeps
+   SK_M x SK_VALS sums) and SK_W columns, over one split of K (k_chunk rows: the grid's second
+   dimension); its SK_K lanes per column group walk that split, and a local-memory reduction
+   sums them in lane order. The layout of B, the one large operand, picks how lanes read it:
+   - SK_KMAJOR 0 (N contiguous, or any strides with VEC_B 0): lane (cg, kl) owns the 8 columns
+     cg * 8 .. of the block and rows kl * SK_LOADS .. of each SK_K * SK_LOADS step; it issues
+     its SK_LOADS rows' 16-byte loads (two float4 for f32) before their FMAs. Lanes of one
+     column group are adjacent: a k row of the block is one coalesced SK_W-wide read.
+   - SK_KMAJOR 1 (K contiguous: nn.Linear's W^T): lane (cg, kl) owns the SK_LOADS columns
+     cg * SK_LOADS .. and the 8-element k chunks kl, kl + SK_K, ...; adjacent lanes read
+     adjacent 16-byte chunks of a column, each lane one chunk of each of its columns at once.
+   VEC_B: 0 element-wise loads (any strides), 1 vload8 along the unit stride, 2 aligned
+   16-byte loads (the host proved every 8-element group 16-byte aligned, 4-element for f32).
+   With one split the work-group applies the epilogue; with several it stores f32 partial
+   sums P[split][batch][m][n] and matmul_skinny_reduce adds them in split order (no atomics:
+   every run gives the same bits). */
+#ifndef SK_LOADS
+#define SK_LOADS 4 /* configs that predate SK_LOADS */
 #endif
-        {
-            b.x = n0 < N ? LOAD_B(B, k * b_sk + n0 * b_sn) : 0.0f;
-            b.y = n0 + 1 < N ? LOAD_B(B, k * b_sk + (n0 + 1) * b_sn) : 0.0f;
-            b.z = n0 + 2 < N ? LOAD_B(B, k * b_sk + (n0 + 2) * b_sn) : 0.0f;
-            b.w = n0 + 3 < N ? LOAD_B(B, k * b_sk + (n0 + 3) * b_sn) : 0.0f;
-        }
-#pragma unroll
-        for (int i = 0; i < SK_M; i++) {
-            float a = i < m_left ? LOAD_A(A, i * a_sm + k * a_sk) : 0.0f;
-            acc[i][0] = fma(a, b.x, acc[i][0]);
-            acc[i][1] = fma(a, b.y, acc[i][1]);
-            acc[i][2] = fma(a, b.z, acc[i][2]);
-            acc[i][3] = fma(a, b.w, acc[i][3]);
-        }
+#define SK_WG (SK_COLS * SK_K)
+#if SK_KMAJOR
+#define SK_VALS SK_LOADS
+#else
+#define SK_VALS 8
+#endif
+#define SK_W (SK_COLS * SK_VALS)
+/* Rows reduced between two barriers: as many as 16 KiB of partial sums hold, at least one
+   (host/ops/matmul.c's skinny_local_bytes mirrors this). */
+#define SK_FIT (4096 / (SK_WG * SK_VALS))
+#if SK_FIT >= SK_M
+#define SK_RED SK_M
+#elif SK_FIT >= 1
+#define SK_RED SK_FIT
+#else
+#define SK_RED 1
+#endif
+
+#define bf16x8_to_f32(b) as_float8(convert_uint8(b) << 16)
+/* f16 bits loaded as one 16-byte ushort8 (vloada_half8 becomes eight 2-byte loads in some
+   compilers, libclc's among them), converted from registers. */
+INLINE float8 f16x8_to_f32(ushort8 b) { return vload_half8(0, (const half *)&b); }
+/* Eight consecutive elements as f32: aligned (LDA8_) or element-aligned (LDU8_). */
+#define LDA8_F32(p, i) \
+    (float8)(*(const __global float4 *)((p) + (i)), *(const __global float4 *)((p) + (i) + 4))
+#define LDA8_F16(p, i) f16x8_to_f32(*(const __global ushort8 *)((p) + (i)))
+#define LDA8_BF16(p, i) bf16x8_to_f32(*(const __global ushort8 *)((p) + (i)))
+#define LDU8_F32(p, i) vload8(0, (p) + (i))
+#define LDU8_F16(p, i) vload_half8(0, (p) + (i))
+#define LDU8_BF16(p, i) bf16x8_to_f32(vload8(0, (p) + (i)))
+#if VEC_B == 2
+#define LOAD8_B(p) CLKIT_CAT(LDA8_, B_DTYPE)(p, 0)
+#else
+#define LOAD8_B(p) CLKIT_CAT(LDU8_, B_DTYPE)(p, 0)
+#endif
+#define LOAD8_A(p) CLKIT_CAT(LDU8_, A_DTYPE)(p, 0)
+
+/* p[0], p[s], ..., p[7 s] as f32, those from `left` on 0; one vector load where the unit
+   stride allows (s is 1 wherever VEC_B is set). */
+INLINE float8 load8_b(__global const B_T *p, long s, int left)
+{
+#if VEC_B
+    if (left >= 8) return LOAD8_B(p);
+#endif
+    float v[8];
+    #pragma unroll
+    for (int j = 0; j < 8; j++) v[j] = j < left ? LOAD_B(p, j * s) : 0.0f;
+    return (float8)(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
+}
+
+INLINE float8 load8_a(__global const A_T *p, long s, int left)
+{
+#if A_UNIT
+    if (left >= 8) return LOAD8_A(p);
+#endif
+    float v[8];
+    #pragma unroll
+    for (int j = 0; j < 8; j++) v[j] = j < left ? LOAD_A(p, j * s) : 0.0f;
+    return (float8)(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
+}
+
+/* acc[0..7] += a * b */
+INLINE void axpy8(float a, float8 b, float *acc)
+{
+    acc[0] = fma(a, b.s0, acc[0]), acc[1] = fma(a, b.s1, acc[1]);
+    acc[2] = fma(a, b.s2, acc[2]), acc[3] = fma(a, b.s3, acc[3]);
+    acc[4] = fma(a, b.s4, acc[4]), acc[5] = fma(a, b.s5, acc[5]);
+    acc[6] = fma(a, b.s6, acc[6]), acc[7] = fma(a, b.s7, acc[7]);
+}
+
+/* acc + a . b, summed in k order */
+INLINE float dot8(float8 a, float8 b, float acc)
+{
+    acc = fma(a.s0, b.s0, acc), acc = fma(a.s1, b.s1, acc), acc = fma(a.s2, b.s2, acc);
+    acc = fma(a.s3, b.s3, acc), acc = fma(a.s4, b.s4, acc), acc = fma(a.s5, b.s5, acc);
+    return fma(a.s7, b.s7, fma(a.s6, b.s6, acc));
+}
+
+#if SK_KMAJOR
+/* The 8-element k chunk at A and B (k_left of them inside the split) of the lane's SK_LOADS
+   columns (n_left of them inside C): all B loads first, then each A row's chunk meets them. */
+INLINE void skinny_step(__global const A_T *A, long a_sm, long a_sk, int m_left,
+                        __global const B_T *B, long b_sn, int n_left, int k_left,
+                        float acc[SK_M][SK_VALS])
+{
+    float8 b[SK_LOADS];
+    #pragma unroll
+    for (int c = 0; c < SK_LOADS; c++) b[c] = c < n_left ? load8_b(B + c * b_sn, 1, k_left) : (float8)(0.0f);
+    #pragma unroll
+    for (int i = 0; i < SK_M; i++) {
+        float8 a = i < m_left ? load8_a(A + i * a_sm, a_sk, k_left) : (float8)(0.0f);
+        #pragma unroll
+        for (int c = 0; c < SK_LOADS; c++) acc[i][c] = dot8(a, b[c], acc[i][c]);
     }
-#pragma unroll
+}
+#else
+/* k rows 0 .. SK_LOADS - 1 at A and B (`rows` of them inside the split) of the lane's 8
+   columns (n_left of them inside C): the rows' B loads all issue before their FMAs. */
+INLINE void skinny_step(__global const A_T *A, long a_sm, long a_sk, int m_left,
+                        __global const B_T *B, long b_sk, long b_sn, int n_left, int rows,
+                        float acc[SK_M][SK_VALS])
+{
+    float8 b[SK_LOADS];
+    #pragma unroll
+    for (int u = 0; u < SK_LOADS; u++) b[u] = u < rows ? load8_b(B + u * b_sk, b_sn, n_left) : (float8)(0.0f);
+    #pragma unroll
+    for (int u = 0; u < SK_LOADS; u++)
+        #pragma unroll
+        for (int i = 0; i < SK_M; i++)
+            axpy8(i < m_left && u < rows ? LOAD_A(A, i * a_sm + u * a_sk) : 0.0f, b[u], acc[i]);
+}
+#endif
+
+/* 3-D range: (column blocks x SK_WG, K splits, batch x row blocks); P: the splits' partial
+   sums (unused with one split), K_CHUNK: the k rows of a split (a multiple of 64 when there
+   are several, so that 16-byte chunks of K-major B stay aligned). */
+__kernel __attribute__((reqd_work_group_size(SK_WG, 1, 1))) void matmul_skinny(OPERANDS,
+    __global float *P, int k_chunk)
+{
+    __local float partial[SK_RED * SK_K * SK_W];
+    int tid = get_local_id(0), split = get_group_id(1);
+    int row_blocks = (M + SK_M - 1) / SK_M;
+    long z = get_group_id(2) / row_blocks, batches = get_num_groups(2) / row_blocks;
+    int m0 = (get_group_id(2) % row_blocks) * SK_M, m_left = M - m0;
+    int col0 = get_group_id(0) * SK_W;
+#if SK_KMAJOR
+    int kl = tid % SK_K, cg = tid / SK_K;
+#else
+    int cg = tid % SK_COLS, kl = tid / SK_COLS;
+#endif
+    int n0 = col0 + cg * SK_VALS, kb = split * k_chunk, ke = min(K, kb + k_chunk);
+    A += a_off + z * a_sb + (long)m0 * a_sm;
+    B += b_off + z * b_sb + (long)n0 * b_sn;
+    float acc[SK_M][SK_VALS];
+    #pragma unroll
     for (int i = 0; i < SK_M; i++)
-        for (int j = 0; j < 4; j++) partial[(ty * SK_M + i) * SK_W + tx * 4 + j] = acc[i][j];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    C += c_off + batch * c_sb;
-    for (int o = tid; o < SK_M * SK_W; o += SK_WG) {
-        int i = o / SK_W, col = o % SK_W, m = m0 + i, n = get_group_id(0) * SK_W + col;
-        if (m >= M || n >= N) continue;
-        float sum = 0.0f;
-        for (int l = 0; l < SK_K; l++) sum += partial[(l * SK_M + i) * SK_W + col];
-        epilogue(C, m * c_sm + n * c_sn, sum, alpha, beta, act, slope);
+        #pragma unroll
+        for (int j = 0; j < SK_VALS; j++) acc[i][j] = 0.0f;
+    if (n0 < N) {
+#if SK_KMAJOR
+        for (int k = kb + kl * 8; k < ke; k += SK_K * 8)
+            skinny_step(A + k * a_sk, a_sm, a_sk, m_left, B + k, b_sn, N - n0, ke - k, acc);
+#else
+        int k = kb + kl * SK_LOADS;
+        for (; k + SK_LOADS <= ke; k += SK_K * SK_LOADS)
+            skinny_step(A + k * a_sk, a_sm, a_sk, m_left, B + k * b_sk, b_sk, b_sn, N - n0, SK_LOADS, acc);
+        if (k < ke)
+            skinny_step(A + k * a_sk, a_sm, a_sk, m_left, B + k * b_sk, b_sk, b_sn, N - n0, ke - k, acc);
+#endif
     }
+    C += c_off + z * c_sb;
+    #pragma unroll
+    for (int r0 = 0; r0 < SK_M; r0 += SK_RED) {
+        if (r0 >= m_left) break;
+        #pragma unroll
+        for (int r = 0; r < SK_RED; r++)
+            #pragma unroll
+            for (int j = 0; j < SK_VALS; j++) partial[(r * SK_K + kl) * SK_W + cg * SK_VALS + j] = acc[r0 + r][j];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int o = tid; o < SK_RED * SK_W; o += SK_WG) {
+            int r = o / SK_W, col = o % SK_W, m = m0 + r0 + r, n = col0 + col;
+            if (m >= M || n >= N) continue;
+            float sum = 0.0f;
+            for (int l = 0; l < SK_K; l++) sum += partial[(r * SK_K + l) * SK_W + col];
+            if (get_num_groups(1) == 1) epilogue(C, m * c_sm + n * c_sn, sum, alpha, beta, act, slope);
+            else P[((split * batches + z) * M + m) * N + n] = sum;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+}
+
+/* 3-D range (N, M, batch): the sum of matmul_skinny's splits in split order, then the
+   epilogue; the arguments are matmul_skinny's. */
+__kernel void matmul_skinny_reduce(OPERANDS, __global float *P, int k_chunk)
+{
+    int n = get_global_id(0), m = get_global_id(1);
+    long z = get_global_id(2), batches = get_global_size(2);
+    int splits = (K + k_chunk - 1) / k_chunk;
+    float sum = 0.0f;
+    for (int s = 0; s < splits; s++) sum += P[((s * batches + z) * M + m) * N + n];
+    epilogue(C + c_off + z * c_sb, m * c_sm + n * c_sn, sum, alpha, beta, act, slope);
 }
 #endif

@@ -606,9 +606,10 @@ static operand make_strided(clkit_context *ctx, int64_t rows, int64_t cols, int6
     return o;
 }
 
-/* C (m x n, contiguous, beta 0.5) = A @ B with A and B of the given strides, on provider p. */
-static void check_strided(clkit_context *ctx, clkit_provider p, const int64_t *as, const int64_t *bs,
-                          int64_t m, int64_t n, int64_t k)
+/* C (m x n, contiguous, beta 0.5) = A @ B with A and B of the given strides, on provider p
+   (and config, NULL for the chosen one). */
+static void check_strided_config(clkit_context *ctx, clkit_provider p, const char *config,
+                                 const int64_t *as, const int64_t *bs, int64_t m, int64_t n, int64_t k)
 {
     operand a = make_strided(ctx, m, k, as[0], as[1], 3), b = make_strided(ctx, k, n, bs[0], bs[1], 5);
     operand c = make_strided(ctx, m, n, n, 1, 7);
@@ -619,7 +620,7 @@ static void check_strided(clkit_context *ctx, clkit_provider p, const int64_t *a
     wc.v = want;
     ref_matmul(&a.r, &b.r, &wc, 1, m, n, k, 1.0, 0.5, 0, 0, mag);
     clkit_matmul_options o = clkit_matmul_defaults();
-    o.provider = p, o.beta = 0.5f, o.exact_f32 = 1;
+    o.provider = p, o.beta = 0.5f, o.exact_f32 = 1, o.config = config;
     TU_CHECK(clkit_matmul(ctx, &a.t, &b.t, &c.t, &o));
     tu_read(ctx, c.buf, CLKIT_F32, c.len, got);
     for (size_t i = 0; i < c.len; i++) /* past the m x n view: unchanged */
@@ -629,6 +630,12 @@ static void check_strided(clkit_context *ctx, clkit_provider p, const int64_t *a
                       (long long)bs[1], i, got[i], want[i]);
     free(want), free(got), free(mag);
     drop(&a), drop(&b), drop(&c);
+}
+
+static void check_strided(clkit_context *ctx, clkit_provider p, const int64_t *as, const int64_t *bs,
+                          int64_t m, int64_t n, int64_t k)
+{
+    check_strided_config(ctx, p, NULL, as, bs, m, n, k);
 }
 
 /* Zero (broadcast), negative and padded strides on every provider: CLBlast serves only the
@@ -682,6 +689,100 @@ START_TEST(tuned_clblast_entry_keeps_to_its_layout)
 }
 END_TEST
 
+/* The skinny kernel (KERNEL=3) at its boundaries, forced with several K splits: M around one
+   and four row blocks of 16, N and K multiples of nothing, B N-major ('n', the vector loads
+   along N: 16-byte aligned or not) and K-major ('t', nn.Linear's weight), transposed A,
+   batches with a broadcast operand, alpha, beta and activations across the splits, every
+   dtype. */
+static const char *const skinny_configs[] = {
+    "KERNEL=3,SK_COLS=16,SK_K=16,SK_M=16,SK_LOADS=4,splits=3",
+    "KERNEL=3,SK_COLS=8,SK_K=32,SK_M=1,SK_LOADS=8,splits=5",
+    "KERNEL=3,SK_COLS=4,SK_K=64,SK_M=2,SK_LOADS=8,splits=4",
+    "KERNEL=3,SK_COLS=16,SK_K=8,SK_M=8,SK_LOADS=2",
+    "KERNEL=3,SK_COLS=8,SK_K=16,SK_M=4,SK_LOADS=8,splits=1",
+};
+#define NSKINNY (sizeof skinny_configs / sizeof *skinny_configs)
+
+START_TEST(skinny_boundaries)
+{
+    clkit_context *ctx = tu_ctx();
+    static const int64_t rows[] = {1, 2, 15, 16, 17, 63, 64, 65};
+    static const clkit_dtype combos[][2] = {{CLKIT_F32, CLKIT_F32}, {CLKIT_F16, CLKIT_F32},
+                                            {CLKIT_BF16, CLKIT_BF16}, {CLKIT_F16, CLKIT_F16}};
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
+        for (int lb = 0; lb < 2; lb++) {
+            size_t v = 2 * i + (size_t)lb;
+            run r = basic(rows[i], 1000, 777);
+            r.opt.config = skinny_configs[v % NSKINNY];
+            r.lb = lb ? 't' : 'n';
+            r.la = v % 3 == 1 ? 't' : 'n';
+            r.in = combos[v % 4][0], r.out = combos[v % 4][1];
+            r.aligned = (int)(v / 4 % 2);
+            r.batch = v % 5 == 2 ? 3 : 0;
+            r.a_bcast = v % 10 == 2, r.b_bcast = v % 10 == 7;
+            r.opt.alpha = v % 2 ? -0.75f : 1.0f;
+            r.opt.beta = v % 3 ? 0.5f : 0.0f;
+            r.opt.activation = (clkit_activation)(v % 3);
+            r.opt.leaky_slope = 0.1f;
+            char what[160];
+            snprintf(what, sizeof what, "%s M %lld %c%c %s%s", r.opt.config, (long long)r.m, r.la, r.lb,
+                     clkit_dtype_name(r.in), r.aligned ? " aligned" : "");
+            check_run(ctx, &r, what);
+        }
+    /* N and K one past a multiple of 4096 and 8: the last column group and k chunk ragged. */
+    for (int lb = 0; lb < 2; lb++)
+        for (int i = 0; i < 2; i++) {
+            run r = basic(i ? 16 : 1, 4099, 4097);
+            r.opt.config = skinny_configs[i];
+            r.lb = lb ? 't' : 'n';
+            r.in = lb ? CLKIT_BF16 : CLKIT_F16;
+            r.opt.beta = 1.0f;
+            check_run(ctx, &r, r.opt.config);
+        }
+    clkit_context_release(ctx);
+}
+END_TEST
+
+/* B with neither stride 1 (the skinny kernel's element-wise loads) and with negative and
+   zero strides, split or not. */
+START_TEST(skinny_strides)
+{
+    clkit_context *ctx = tu_ctx();
+    static const int64_t strides[][2][2] = {
+        {{300, 1}, {3, 700}}, {{1, 40}, {-700, 2}}, {{300, 1}, {0, 1}}, {{300, 1}, {1, 0}},
+    };
+    for (size_t i = 0; i < sizeof strides / sizeof *strides; i++)
+        for (size_t c = 0; c < 2; c++)
+            check_strided_config(ctx, CLKIT_PROVIDER_CLKIT, skinny_configs[c], strides[i][0], strides[i][1],
+                                 5, 333, 300);
+    clkit_context_release(ctx);
+}
+END_TEST
+
+/* The same split-K product twice gives the same bits: the splits are summed in a fixed order. */
+START_TEST(skinny_deterministic)
+{
+    clkit_context *ctx = tu_ctx();
+    for (int lb = 0; lb < 2; lb++) {
+        operand a = make(ctx, CLKIT_F16, 0, 4, 4097, 'n', 0, 0, 1);
+        operand b = make(ctx, CLKIT_F16, 0, 4097, 1000, lb ? 't' : 'n', 0, 0, 2);
+        operand c = make(ctx, CLKIT_F32, 0, 4, 1000, 'n', 0, 0, 3);
+        clkit_matmul_options o = clkit_matmul_defaults();
+        o.config = skinny_configs[1];
+        double *first = malloc(c.len * sizeof *first), *second = malloc(c.len * sizeof *second);
+        TU_CHECK(clkit_matmul(ctx, &a.t, &b.t, &c.t, &o));
+        tu_read(ctx, c.buf, CLKIT_F32, c.len, first);
+        TU_CHECK(clkit_matmul(ctx, &a.t, &b.t, &c.t, &o));
+        tu_read(ctx, c.buf, CLKIT_F32, c.len, second);
+        ck_assert_msg(memcmp(first, second, c.len * sizeof *first) == 0,
+                      "split-K results differ between two runs (B %c)", lb ? 't' : 'n');
+        free(first), free(second);
+        drop(&a), drop(&b), drop(&c);
+    }
+    clkit_context_release(ctx);
+}
+END_TEST
+
 /* With CLKIT_AUTOTUNE=1 a cache miss tunes on the call's own shape: candidates write a
    scratch copy, so C gets exactly one alpha A B + beta C, and the winner is stored. */
 START_TEST(autotune_on_first_use)
@@ -729,6 +830,9 @@ int main(void)
     tcase_add_test(tc, tuned_clblast_entry_keeps_to_its_layout);
     tcase_add_test(tc, bad_input);
     tcase_add_test(tc, autotune_on_first_use);
+    tcase_add_test(tc, skinny_boundaries);
+    tcase_add_test(tc, skinny_strides);
+    tcase_add_test(tc, skinny_deterministic);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

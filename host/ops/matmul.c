@@ -307,6 +307,30 @@ static int matrix_legal(const struct clkit_device_props *p, const problem *pr, c
            acc <= 64 && regs <= 96 && matrix_local_bytes(pr, c) <= lds;
 }
 
+/* ---- the skinny path (cl/matmul.cl's matmul_skinny) ---- */
+
+/* Whether the skinny kernel reads B along K (K contiguous, N not: nn.Linear's W^T) rather
+   than along N (N contiguous, or any other strides element by element). */
+static int skinny_kmajor(const problem *pr) { return pr->bs[1] == 1 && pr->bs[2] != 1; }
+
+/* B loads in flight a lane (configs written before SK_LOADS existed: 4). */
+static int skinny_loads(const clkit_config *c) { return clkit_config_get(c, "SK_LOADS", 4); }
+
+/* Columns a lane owns: 8 along N, SK_LOADS along K. */
+static int skinny_vals(const problem *pr, const clkit_config *c)
+{
+    return skinny_kmajor(pr) ? skinny_loads(c) : 8;
+}
+
+/* The kernel's reduction buffer: SK_RED rows of every lane's sums, SK_RED as many rows as
+   16 KiB holds, at least one, at most SK_M (as cl/matmul.cl computes it). */
+static uint64_t skinny_local_bytes(const problem *pr, const clkit_config *c)
+{
+    uint64_t lane_row = (uint64_t)cfg(c, "SK_COLS") * (uint64_t)cfg(c, "SK_K") * (uint64_t)skinny_vals(pr, c) * 4;
+    uint64_t red = 16384 / lane_row, rows = (uint64_t)cfg(c, "SK_M");
+    return (red < 1 ? 1 : red > rows ? rows : red) * lane_row;
+}
+
 /* Whether a config can run these operands on this device (before building: the built
    kernel's own limit is checked at launch). */
 static int config_legal(const struct clkit_device_props *p, const problem *pr, const clkit_config *c)
@@ -319,10 +343,10 @@ static int config_legal(const struct clkit_device_props *p, const problem *pr, c
                (uint64_t)(2 * t * (t + 1) * 4) <= p->local_mem;
     }
     if (kernel == KERNEL_SKINNY) {
-        int cols = cfg(c, "SK_COLS"), lanes = cfg(c, "SK_K"), rows = cfg(c, "SK_M");
-        return pow2(cols) && pow2(lanes) && pow2(rows) && rows <= 16 &&
-               (size_t)(cols * lanes) <= p->max_work_group &&
-               16ull * (uint64_t)(lanes * rows * cols) <= p->local_mem;
+        int cols = cfg(c, "SK_COLS"), lanes = cfg(c, "SK_K"), rows = cfg(c, "SK_M"), loads = skinny_loads(c);
+        return pow2(cols) && pow2(lanes) && cols <= 1024 && lanes <= 1024 && pow2(rows) && rows <= 16 &&
+               pow2(loads) && loads <= 8 && cfg(c, "splits") >= 0 &&
+               (size_t)(cols * lanes) <= p->max_work_group && skinny_local_bytes(pr, c) <= p->local_mem;
     }
     if (kernel == KERNEL_MMA) return mma_legal(p, pr, c);
     if (kernel == KERNEL_MATRIX) return matrix_legal(p, pr, c);
@@ -360,22 +384,15 @@ static clkit_config mma(const int *shape, int group)
     return c;
 }
 
-static clkit_config skinny(int cols, int lanes, int rows)
+static clkit_config skinny(int cols, int lanes, int rows, int loads)
 {
     clkit_config c = {0};
     clkit_config_set(&c, "KERNEL", KERNEL_SKINNY);
     clkit_config_set(&c, "SK_COLS", cols);
     clkit_config_set(&c, "SK_K", lanes);
     clkit_config_set(&c, "SK_M", rows);
+    clkit_config_set(&c, "SK_LOADS", loads);
     return c;
-}
-
-/* Rows a skinny work-group keeps: M rounded up to a power of two, at most 16. */
-static int skinny_rows(int64_t m)
-{
-    int r = 1;
-    while (r < m && r < 16) r *= 2;
-    return r;
 }
 
 static clkit_config simple(int kernel, int tile)
@@ -511,9 +528,6 @@ static int tensor_core_config(const problem *pr, size_t i, clkit_config *out)
     return 1;
 }
 
-/* The tile for M <= 16 (a row of mma_shapes, which the tuner also tries). */
-static const int skinny_mma[6] = {64, 64, 64, 2, 2, 3};
-
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /* The wgmma tile whose grid should finish first, for grids that give the widest tile at least
@@ -544,22 +558,76 @@ static int wgmma_pick(const struct clkit_device_props *p, const problem *pr, clk
     return best > 0;
 }
 
+/* The skinny path's rule, in constants to re-tune per device (H100 / H200 first):
+   - SKINNY_MAX_M: the GPU heuristic streams B through the skinny kernel up to this many rows
+     of A. At M <= 16 the product is bound by reading B (2 M flops a B element, far below any
+     GPU's flops per byte), which the skinny kernel does once at full width; the tensor cores'
+     64 x 64 tiles re-read nothing either but waste 48 of 64 rows at M = 16 and more below.
+   - SKINNY_GROUPS_PER_CU: K is split until the grid holds this many work-groups a compute unit
+     (a CPU: one a core), enough loads in flight to cover DRAM latency on every unit.
+   - SKINNY_MIN_SPLIT_K: ... but no split walks fewer k rows: each split writes M x N f32
+     partials that the reduction reads back, 8 M N bytes against the split's 2 x 256 N bytes
+     of 16-bit B, at most M / 64 more traffic. */
+#define SKINNY_MAX_M 16
+#define SKINNY_GROUPS_PER_CU 4
+#define SKINNY_MIN_SPLIT_K 256
+
+/* Rows a skinny work-group keeps: M rounded up to a power of two, at most 16. */
+static int skinny_rows(int64_t m)
+{
+    int r = 1;
+    while (r < m && r < 16) r *= 2;
+    return r;
+}
+
+/* Work-groups of a skinny config before K is split: column blocks x row blocks x batches. */
+static int64_t skinny_groups(const problem *pr, const clkit_config *c)
+{
+    int64_t width = (int64_t)cfg(c, "SK_COLS") * skinny_vals(pr, c);
+    return ceil_div(pr->n, width) * ceil_div(pr->m, cfg(c, "SK_M")) * pr->batch;
+}
+
+/* The k rows of one split: the config's "splits" (host-side: never a build option) where set,
+   else as many splits as SKINNY_GROUPS_PER_CU asks, no more than SKINNY_MIN_SPLIT_K allows.
+   Several splits walk multiples of 64 rows (the kernel's 16-byte chunks of K-major B stay
+   aligned); one walks all of K. */
+static int skinny_k_chunk(const struct clkit_device_props *p, const problem *pr, const clkit_config *c)
+{
+    int64_t k = pr->k > 0 ? pr->k : 1, splits = cfg(c, "splits");
+    if (splits <= 0) {
+        int64_t want = (int64_t)p->compute_units * (p->is_gpu ? SKINNY_GROUPS_PER_CU : 1);
+        int64_t groups = skinny_groups(pr, c), most = ceil_div(k, SKINNY_MIN_SPLIT_K);
+        splits = groups >= want ? 1 : ceil_div(want, groups);
+        if (splits > most) splits = most;
+    }
+    if (splits <= 1) return (int)k;
+    return (int)(ceil_div(ceil_div(k, splits), 64) * 64);
+}
+
+/* The skinny config for these operands, SK_LOADS 8. B along N: 32 column groups of 8
+   columns (a 512-byte row segment of 16-bit B per k row), 8 lanes on K; fewer column groups
+   for narrow N, their lanes moved onto K. B along K: 8 column groups of 16 lanes. On an H200
+   (f16, N = K = 4096, L2-warm tuner times) these led their candidates: M 1 0.0145 ms (16 x 16
+   lanes 0.0181, 64 x 64 x 64 tensor-core tile 0.0221), M 16 0.088 ms (16 x 16 lanes with 2
+   loads 0.105), K-major M 1 0.0144 ms (8 x 32 lanes 0.0208). sm_90's ptxas (clang-19) keeps
+   16 rows with 8 loads only by spilling: re-tune SK_LOADS past 4 rows. */
+static clkit_config skinny_default(const problem *pr)
+{
+    int rows = skinny_rows(pr->m);
+    if (skinny_kmajor(pr)) return skinny(8, 16, rows, 8);
+    int cols = 32;
+    while (cols > 1 && (int64_t)cols * 4 >= pr->n) cols /= 2;
+    return skinny(cols, 256 / cols, rows, 8);
+}
+
 /* Heuristic default from device properties: the largest legal tile that still gives every
    compute unit a work-group (the tutorials' 128 x 128 on big GPUs, smaller tiles for small
    or skinny problems and for CPUs, where one work-group per core runs at a time). */
 static clkit_config heuristic_config(const struct clkit_device_props *p, const problem *pr)
 {
     uint64_t want = p->is_gpu ? p->compute_units : p->compute_units * 4;
-    if (p->is_gpu && pr->m <= 16) {
-        /* A few rows of 16-bit operands: the tensor cores' 64 x 64 x 64 tile streams B through
-           deep K slices faster than the skinny kernel's f16 loads, the more so as M grows
-           (measurements: docs/nvidia-tensor-cores.md#measurements-behind-the-code). */
-        clkit_config c = mma(skinny_mma, 8);
-        if (config_legal(p, pr, &c)) return c;
-        /* Narrower column blocks until every compute unit streams B from two work-groups. */
-        int rows = skinny_rows(pr->m), cols = 8;
-        while (cols > 2 && (uint64_t)ceil_div(pr->n, 4 * cols) * pr->batch < 2ull * want) cols /= 2;
-        c = skinny(cols, (rows <= 4 ? 256 : 128) / cols, rows);
+    if (p->is_gpu && pr->m <= SKINNY_MAX_M) {
+        clkit_config c = skinny_default(pr);
         if (config_legal(p, pr, &c)) return c;
     }
     /* The first tile (the table is ordered by speed) that fills the device and wastes at
@@ -596,11 +664,35 @@ static clkit_config heuristic_config(const struct clkit_device_props *p, const p
     return found ? best : simple(KERNEL_TILED, 8);
 }
 
+/* The skinny shapes the tuner tries, (SK_COLS, SK_K, SK_LOADS) for each way of reading B,
+   128 or 256 lanes; K splits follow skinny_k_chunk's rule, and the first
+   shape runs once more unsplit. */
+static const int skinny_nmajor_shapes[][3] = {{32, 8, 8}, {16, 16, 8}, {8, 32, 8}, {16, 16, 4},
+                                              {32, 8, 4},  {16, 8, 8}, {32, 4, 8}, {16, 16, 2}};
+static const int skinny_kmajor_shapes[][3] = {{8, 16, 8}, {8, 32, 8}, {4, 64, 8}, {8, 32, 4},
+                                              {16, 16, 8}, {4, 32, 8}, {16, 8, 8}};
+
+/* Appends the skinny candidates for up to 4 x SKINNY_MAX_M rows, those unlike out[0]. */
+static int skinny_candidates(const struct clkit_device_props *p, const problem *pr, clkit_config *out,
+                             int n, int max)
+{
+    int km = skinny_kmajor(pr);
+    const int (*shapes)[3] = km ? skinny_kmajor_shapes : skinny_nmajor_shapes;
+    size_t count = km ? sizeof skinny_kmajor_shapes / sizeof *skinny_kmajor_shapes
+                      : sizeof skinny_nmajor_shapes / sizeof *skinny_nmajor_shapes;
+    for (size_t i = 0; i <= count && n < max && pr->m <= 4 * SKINNY_MAX_M; i++) {
+        const int *s = shapes[i < count ? i : 0];
+        clkit_config c = skinny(s[0], s[1], skinny_rows(pr->m), s[2]);
+        if (i == count) clkit_config_set(&c, "splits", 1);
+        if (config_legal(p, pr, &c) && memcmp(&c, &out[0], sizeof c) != 0) out[n++] = c;
+    }
+    return n;
+}
+
 /* Every candidate the tuner times, the likeliest first so that a time budget cuts the long
-   tail: the heuristic default, CLBlast where it applies, the tensor-core tiles where the
-   operands allow them, each legal blocked shape with
-   GROUP_M 8 (the caller refines GROUP_M of the winner), the skinny kernel for a few rows,
-   then tiled and naive. */
+   tail: the heuristic default, CLBlast where it applies, the skinny kernel for a few rows,
+   the tensor-core tiles where the operands allow them, each legal blocked shape with
+   GROUP_M 8 (the caller refines GROUP_M of the winner), then tiled and naive. */
 static int candidates(const struct clkit_device_props *p, const problem *pr, clkit_config *out, int max)
 {
     int n = 0;
@@ -610,18 +702,13 @@ static int candidates(const struct clkit_device_props *p, const problem *pr, clk
         clkit_config_set(&c, "provider", 1);
         out[n++] = c;
     }
+    n = skinny_candidates(p, pr, out, n, max);
     clkit_config tc;
     for (size_t i = 0; n < max && tensor_core_config(pr, i, &tc); i++)
         if (config_legal(p, pr, &tc) && memcmp(&tc, &out[0], sizeof tc) != 0) out[n++] = tc;
     for (size_t i = 0; i < NSHAPES && n < max; i++) {
         const int *s = block_shapes[i];
         clkit_config c = blocked(s[0], s[1], s[2], s[3], s[4], 8);
-        if (config_legal(p, pr, &c) && memcmp(&c, &out[0], sizeof c) != 0) out[n++] = c;
-    }
-    static const int skinny_shapes[][2] = {{8, 32}, {4, 64}, {2, 128}, {4, 32}, {2, 64},
-                                           {8, 16}, {16, 16}, {8, 8}, {16, 8}, {32, 8}};
-    for (size_t i = 0; i < 10 && n < max && pr->m <= 32; i++) {
-        clkit_config c = skinny(skinny_shapes[i][0], skinny_shapes[i][1], skinny_rows(pr->m));
         if (config_legal(p, pr, &c) && memcmp(&c, &out[0], sizeof c) != 0) out[n++] = c;
     }
     static const int simple_kernels[][2] = {{KERNEL_TILED, 16}, {KERNEL_TILED, 32}, {KERNEL_NAIVE, 16}};
@@ -646,12 +733,6 @@ static int operand_vec_of(int vec, int64_t unit_stride, int64_t other, int64_t b
                : 1;
 }
 
-static int operand_vec(int64_t unit_stride, int64_t other, int64_t batch, int64_t off,
-                       int loads_per_thread, int tile_dim)
-{
-    return operand_vec_of(4, unit_stride, other, batch, off, loads_per_thread, tile_dim);
-}
-
 static const char *dtype_token(clkit_dtype t)
 {
     return t == CLKIT_F16 ? "F16" : t == CLKIT_BF16 ? "BF16" : "F32";
@@ -667,15 +748,28 @@ static const char *mma_math(const problem *pr)
     return pr->tf32 ? " -D MMA_TF32" : " -D MMA_TF32 -D TF32X3";
 }
 
+/* How the skinny kernel loads 8 elements of B along its unit stride: 2 aligned 16-byte loads
+   (every stride and the offset keep 8-element groups 16-byte aligned: 4-element for f32,
+   whose groups are two float4), 1 vload8, 0 element by element (no unit stride). */
+static int skinny_vec_b(const problem *pr)
+{
+    int km = skinny_kmajor(pr);
+    int64_t chunk = pr->b->dtype == CLKIT_F32 ? 4 : 8, other = km ? pr->bs[2] : pr->bs[1];
+    if (!km && pr->bs[2] != 1) return 0;
+    return other % chunk == 0 && pr->bs[0] % chunk == 0 && pr->b_off % chunk == 0 ? 2 : 1;
+}
+
 static void build_options(const problem *pr, const clkit_config *c, char *buf, size_t n)
 {
     char base[512];
     clkit_config_options(c, base, sizeof base);
     int used = snprintf(buf, n, "%s -D A_DTYPE=%s -D B_DTYPE=%s -D C_DTYPE=%s", base,
                         dtype_token(pr->a->dtype), dtype_token(pr->b->dtype), dtype_token(pr->c->dtype));
-    if (cfg(c, "KERNEL") == KERNEL_SKINNY)
-        snprintf(buf + used, n - (size_t)used, " -D VEC_B=%d",
-                 operand_vec(pr->bs[2], pr->bs[1], pr->bs[0], pr->b_off, 4, 4));
+    if (cfg(c, "KERNEL") == KERNEL_SKINNY) {
+        snprintf(buf + used, n - (size_t)used, " -D SK_KMAJOR=%d -D VEC_B=%d -D A_UNIT=%d", skinny_kmajor(pr),
+                 skinny_vec_b(pr), pr->as[2] == 1);
+        return;
+    }
     if (cfg(c, "KERNEL") == KERNEL_MMA) {
         snprintf(buf + used, n - (size_t)used, " -D A_KMAJOR=%d -D B_NMAJOR=%d%s%s", pr->as[1] != 1,
                  pr->bs[1] != 1, mma_math(pr), pr->tma ? " -D TMA=1" : "");
@@ -785,6 +879,7 @@ typedef struct mm_call {
     problem pr;
     clkit_config c;
     const clkit_matmul_epilogue *epilogue; /* NULL: C is stored */
+    int k_chunk; /* the skinny kernel's k rows a split */
 } mm_call;
 
 /* A tiled kernel (blocked or tensor-core): a work-group a tile, batches across. The TMA's
@@ -820,8 +915,10 @@ static void geometry(const clkit_context *ctx, const mm_call *m, clkit_plan *pla
     plan->global[2] = (size_t)pr->batch, plan->local[2] = 1;
     if (kernel == KERNEL_SKINNY) {
         size_t wg = (size_t)(cfg(c, "SK_COLS") * cfg(c, "SK_K"));
-        plan->global[0] = (size_t)ceil_div(pr->n, cfg(c, "SK_COLS") * 4) * wg;
-        plan->global[1] = (size_t)ceil_div(pr->m, cfg(c, "SK_M"));
+        int64_t k = pr->k > 0 ? pr->k : 1;
+        plan->global[0] = (size_t)ceil_div(pr->n, (int64_t)cfg(c, "SK_COLS") * skinny_vals(pr, c)) * wg;
+        plan->global[1] = (size_t)ceil_div(k, m->k_chunk);
+        plan->global[2] = (size_t)(pr->batch * ceil_div(pr->m, cfg(c, "SK_M")));
         plan->local[0] = wg, plan->local[1] = 1;
         return;
     }
@@ -854,6 +951,7 @@ static clkit_status plan_matmul(clkit_context *ctx, void *arg, size_t wg_limit, 
         m->c = heuristic_config(&ctx->props, pr);
     }
     int kernel = cfg(&m->c, "KERNEL");
+    if (kernel == KERNEL_SKINNY) m->k_chunk = skinny_k_chunk(&ctx->props, pr, &m->c);
     tma_prepare(ctx, pr, &m->c);
     plan->file = files[kernel];
     snprintf(plan->name, sizeof plan->name, "%s", names[kernel]);
@@ -868,16 +966,54 @@ static clkit_status plan_matmul(clkit_context *ctx, void *arg, size_t wg_limit, 
     return CLKIT_OK;
 }
 
+/* The skinny kernels' arguments: cl/matmul.h's OPERANDS, the splits' partial sums, the k rows
+   of a split. */
+static clkit_status arg_skinny(clkit_context *ctx, cl_kernel k, const mm_call *m, cl_mem part,
+                               const clkit_tensor *out, clkit_args *a)
+{
+    *a = clkit_args_of(k);
+    clkit_status s = arg_operands(ctx, a, &m->pr, out);
+    clkit_arg_mem(a, part), clkit_arg_int(a, m->k_chunk);
+    return s;
+}
+
+/* The skinny kernel; with several K splits it writes their partial sums to scratch, which
+   matmul_skinny_reduce adds in split order into C. With one split the kernel writes C itself
+   (and is handed C's buffer for the partials it never writes). */
+static clkit_status launch_skinny(clkit_context *ctx, const mm_call *m, const clkit_plan *plan,
+                                  cl_kernel k, const clkit_tensor *out)
+{
+    const problem *pr = &m->pr;
+    size_t splits = plan->global[1];
+    size_t bytes = splits > 1 ? splits * (size_t)(pr->batch * pr->m * pr->n) * sizeof(float) : 0;
+    cl_mem part = out->buffer;
+    clkit_args a;
+    clkit_status s = bytes ? clkit_scratch_alloc(ctx, bytes, &part) : CLKIT_OK;
+    if (s) return s;
+    if (!(s = arg_skinny(ctx, k, m, part, out, &a))) s = clkit_plan_run(ctx, plan, &a);
+    if (!s && bytes) {
+        cl_kernel reduce;
+        size_t all[3] = {(size_t)pr->n, (size_t)pr->m, (size_t)pr->batch};
+        if (!(s = clkit_get_kernel(ctx, plan->file, "matmul_skinny_reduce", plan->options, &reduce)) &&
+            !(s = arg_skinny(ctx, reduce, m, part, out, &a)))
+            s = clkit_run(ctx, &a, 3, all, NULL);
+    }
+    if (bytes) clkit_scratch_release(ctx, part, bytes);
+    return s;
+}
+
 /* Plans, builds and runs config c (e: a fused epilogue, NULL for none). */
 static clkit_status launch_clkit(clkit_context *ctx, const problem *pr, const clkit_config *c,
                                  const clkit_tensor *out, const clkit_matmul_epilogue *e)
 {
-    mm_call m = {*pr, *c, e};
+    mm_call m = {*pr, *c, e, 0};
     clkit_plan plan;
     cl_kernel k = NULL;
     clkit_status s = clkit_plan_kernel(ctx, plan_matmul, &m, &plan, &k);
+    if (s) return s;
+    if (cfg(&m.c, "KERNEL") == KERNEL_SKINNY) return launch_skinny(ctx, &m, &plan, k, out);
     clkit_args a = clkit_args_of(k);
-    if (s || (s = arg_operands(ctx, &a, &m.pr, out))) return s;
+    if ((s = arg_operands(ctx, &a, &m.pr, out))) return s;
     if (e) e->args(&a, e->user);
     return clkit_plan_run(ctx, &plan, &a);
 }
