@@ -294,7 +294,8 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void matmul_blocked(OPE
      cg * SK_LOADS .. and the 8-element k chunks kl, kl + SK_K, ...; adjacent lanes read
      adjacent 16-byte chunks of a column, each lane one chunk of each of its columns at once.
    VEC_B: 0 element-wise loads (any strides), 1 vload8 along the unit stride, 2 aligned
-   16-byte loads (the host proved every 8-element group 16-byte aligned, 4-element for f32).
+   16-byte loads (the host proved every 8-element group 16-byte aligned, 4-element for f32);
+   A_UNIT the same for A along K (0: no unit stride).
    With one split the work-group applies the epilogue; with several it stores f32 partial
    sums P[split][batch][m][n] and matmul_skinny_reduce adds them in split order (no atomics:
    every run gives the same bits). */
@@ -336,7 +337,11 @@ INLINE float8 f16x8_to_f32(ushort8 b) { return vload_half8(0, (const half *)&b);
 #else
 #define LOAD8_B(p) CLKIT_CAT(LDU8_, B_DTYPE)(p, 0)
 #endif
+#if A_UNIT == 2
+#define LOAD8_A(p) CLKIT_CAT(LDA8_, A_DTYPE)(p, 0)
+#else
 #define LOAD8_A(p) CLKIT_CAT(LDU8_, A_DTYPE)(p, 0)
+#endif
 
 /* p[0], p[s], ..., p[7 s] as f32, those from `left` on 0; one vector load where the unit
    stride allows (s is 1 wherever VEC_B is set). */
@@ -406,11 +411,15 @@ INLINE void skinny_step(__global const A_T *A, long a_sm, long a_sk, int m_left,
     float8 b[SK_LOADS];
     #pragma unroll
     for (int u = 0; u < SK_LOADS; u++) b[u] = u < rows ? load8_b(B + u * b_sk, b_sn, n_left) : (float8)(0.0f);
+    /* A row's SK_LOADS values are adjacent where K is A's unit stride: one vector load a row
+       (an L1 hit) instead of one a value, which at 16 rows outnumbered B's loads 16 to 1. */
     #pragma unroll
-    for (int u = 0; u < SK_LOADS; u++)
+    for (int i = 0; i < SK_M; i++) {
+        float a[8];
+        vstore8(i < m_left ? load8_a(A + i * a_sm, a_sk, min(rows, SK_LOADS)) : (float8)(0.0f), 0, a);
         #pragma unroll
-        for (int i = 0; i < SK_M; i++)
-            axpy8(i < m_left && u < rows ? LOAD_A(A, i * a_sm + u * a_sk) : 0.0f, b[u], acc[i]);
+        for (int u = 0; u < SK_LOADS; u++) axpy8(a[u], b[u], acc[i]);
+    }
 }
 #endif
 

@@ -610,14 +610,16 @@ static int skinny_k_chunk(const struct clkit_device_props *p, const problem *pr,
    (f16, N = K = 4096, L2-warm tuner times) these led their candidates: M 1 0.0145 ms (16 x 16
    lanes 0.0181, 64 x 64 x 64 tensor-core tile 0.0221), M 16 0.088 ms (16 x 16 lanes with 2
    loads 0.105), K-major M 1 0.0144 ms (8 x 32 lanes 0.0208). sm_90's ptxas (clang-19) keeps
-   16 rows with 8 loads only by spilling: re-tune SK_LOADS past 4 rows. */
+   16 rows with 8 loads only by spilling, so SK_LOADS shrinks as the rows grow: a lane's sums
+   (rows x 8 along N, rows x SK_LOADS along K) and its loads (8 floats each) stay near 128
+   registers. */
 static clkit_config skinny_default(const problem *pr)
 {
     int rows = skinny_rows(pr->m);
-    if (skinny_kmajor(pr)) return skinny(8, 16, rows, 8);
+    if (skinny_kmajor(pr)) return skinny(8, 16, rows, rows <= 4 ? 8 : rows <= 8 ? 4 : 2);
     int cols = 32;
     while (cols > 1 && (int64_t)cols * 4 >= pr->n) cols /= 2;
-    return skinny(cols, 256 / cols, rows, 8);
+    return skinny(cols, 256 / cols, rows, rows <= 8 ? 8 : 2);
 }
 
 /* Heuristic default from device properties: the largest legal tile that still gives every
@@ -759,6 +761,15 @@ static int skinny_vec_b(const problem *pr)
     return other % chunk == 0 && pr->bs[0] % chunk == 0 && pr->b_off % chunk == 0 ? 2 : 1;
 }
 
+/* The same for A's 8-element groups along K (its k rows a lane takes start on multiples of 8
+   wherever the kernel loads 8 at once). */
+static int skinny_vec_a(const problem *pr)
+{
+    int64_t chunk = pr->a->dtype == CLKIT_F32 ? 4 : 8;
+    if (pr->as[2] != 1) return 0;
+    return pr->as[1] % chunk == 0 && pr->as[0] % chunk == 0 && pr->a_off % chunk == 0 ? 2 : 1;
+}
+
 static void build_options(const problem *pr, const clkit_config *c, char *buf, size_t n)
 {
     char base[512];
@@ -767,7 +778,7 @@ static void build_options(const problem *pr, const clkit_config *c, char *buf, s
                         dtype_token(pr->a->dtype), dtype_token(pr->b->dtype), dtype_token(pr->c->dtype));
     if (cfg(c, "KERNEL") == KERNEL_SKINNY) {
         snprintf(buf + used, n - (size_t)used, " -D SK_KMAJOR=%d -D VEC_B=%d -D A_UNIT=%d", skinny_kmajor(pr),
-                 skinny_vec_b(pr), pr->as[2] == 1);
+                 skinny_vec_b(pr), skinny_vec_a(pr));
         return;
     }
     if (cfg(c, "KERNEL") == KERNEL_MMA) {
