@@ -559,10 +559,11 @@ static int wgmma_pick(const struct clkit_device_props *p, const problem *pr, clk
 }
 
 /* The skinny path's rule, in constants to re-tune per device (H100 / H200 first):
-   - SKINNY_MAX_M: the GPU heuristic streams B through the skinny kernel up to this many rows
-     of A. At M <= 16 the product is bound by reading B (2 M flops a B element, far below any
-     GPU's flops per byte), which the skinny kernel does once at full width; the tensor cores'
-     64 x 64 tiles re-read nothing either but waste 48 of 64 rows at M = 16 and more below.
+   - SKINNY_MAX_M: the GPU heuristic streams f32 B through the skinny kernel up to this many
+     rows of A (16-bit B: skinny_suits). At M <= 16 the product is bound by reading B (2 M
+     flops a B element, far below any GPU's flops per byte), which the skinny kernel does once
+     at full width; the tensor cores' 64 x 64 tiles re-read nothing either but waste 48 of 64
+     rows at M = 16 and more below, and still beat it from 8 rows of 16-bit B on an H200.
    - SKINNY_GROUPS_PER_CU: K is split until the grid holds this many work-groups a compute unit
      (a CPU: one a core), enough loads in flight to cover DRAM latency on every unit.
    - SKINNY_MIN_SPLIT_K: ... but no split walks fewer k rows: each split writes M x N f32
@@ -609,17 +610,27 @@ static int skinny_k_chunk(const struct clkit_device_props *p, const problem *pr,
    for narrow N, their lanes moved onto K. B along K: 8 column groups of 16 lanes. On an H200
    (f16, N = K = 4096, L2-warm tuner times) these led their candidates: M 1 0.0145 ms (16 x 16
    lanes 0.0181, 64 x 64 x 64 tensor-core tile 0.0221), M 16 0.088 ms (16 x 16 lanes with 2
-   loads 0.105), K-major M 1 0.0144 ms (8 x 32 lanes 0.0208). sm_90's ptxas (clang-19) keeps
-   16 rows with 8 loads only by spilling, so SK_LOADS shrinks as the rows grow: a lane's sums
-   (rows x 8 along N, rows x SK_LOADS along K) and its loads (8 floats each) stay near 128
-   registers. */
+   loads 0.105), K-major M 1 0.0144 ms (8 x 32 lanes 0.0208). 16 rows with 8 loads spill in
+   sm_90's ptxas (clang-19), yet ran twice as fast as with 2 loads (f16 0.106 against 0.215
+   ms, f32 6.25 against 2.22 TFLOP/s at 16 x 4096 x 4096). */
 static clkit_config skinny_default(const problem *pr)
 {
     int rows = skinny_rows(pr->m);
-    if (skinny_kmajor(pr)) return skinny(8, 16, rows, rows <= 4 ? 8 : rows <= 8 ? 4 : 2);
+    if (skinny_kmajor(pr)) return skinny(8, 16, rows, 8);
     int cols = 32;
     while (cols > 1 && (int64_t)cols * 4 >= pr->n) cols /= 2;
-    return skinny(cols, 256 / cols, rows, rows <= 8 ? 8 : 2);
+    return skinny(cols, 256 / cols, rows, 8);
+}
+
+/* Whether the GPU heuristic streams B through the skinny kernel: up to SKINNY_MAX_M rows for
+   f32 B; 16-bit B only while the tensor cores' tiles are slower, which on an H200 (f16,
+   N = K = 4096, same run, ms) is up to 4 rows along N (skinny 0.030 / 0.031 / 0.036 / 0.073 /
+   0.215 at M 1 / 2 / 4 / 8 / 16, the tile 0.037-0.039 at each) and 1 along K (0.030 against
+   0.043; at M 4 0.058 against 0.042). */
+static int skinny_suits(const problem *pr)
+{
+    if (pr->b->dtype == CLKIT_F32) return pr->m <= SKINNY_MAX_M;
+    return pr->m <= (skinny_kmajor(pr) ? 1 : 4);
 }
 
 /* Heuristic default from device properties: the largest legal tile that still gives every
@@ -628,7 +639,7 @@ static clkit_config skinny_default(const problem *pr)
 static clkit_config heuristic_config(const struct clkit_device_props *p, const problem *pr)
 {
     uint64_t want = p->is_gpu ? p->compute_units : p->compute_units * 4;
-    if (p->is_gpu && pr->m <= SKINNY_MAX_M) {
+    if (p->is_gpu && skinny_suits(pr)) {
         clkit_config c = skinny_default(pr);
         if (config_legal(p, pr, &c)) return c;
     }
