@@ -343,29 +343,18 @@ INLINE float8 f16x8_to_f32(ushort8 b) { return vload_half8(0, (const half *)&b);
 #define LOAD8_A(p) CLKIT_CAT(LDU8_, A_DTYPE)(p, 0)
 #endif
 
-/* p[0], p[s], ..., p[7 s] as f32, those from `left` on 0; one vector load where the unit
-   stride allows (s is 1 wherever VEC_B is set). */
-INLINE float8 load8_b(__global const B_T *p, long s, int left)
-{
-#if VEC_B
-    if (left >= 8) return LOAD8_B(p);
-#endif
-    float v[8];
-    #pragma unroll
-    for (int j = 0; j < 8; j++) v[j] = j < left ? LOAD_B(p, j * s) : 0.0f;
-    return (float8)(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
-}
-
-INLINE float8 load8_a(__global const A_T *p, long s, int left)
-{
-#if A_UNIT
-    if (left >= 8) return LOAD8_A(p);
-#endif
-    float v[8];
-    #pragma unroll
-    for (int j = 0; j < 8; j++) v[j] = j < left ? LOAD_A(p, j * s) : 0.0f;
-    return (float8)(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
-}
+/* load8_b / load8_a: p[0], p[s], ..., p[7 s] of B / A as f32, those from `left` on 0; one
+   vector load where the operand's unit stride allows (s is 1 wherever VEC_B / A_UNIT is set). */
+#define DEFINE_LOAD8(name, T, vec, load8, load1)                                                  \
+    INLINE float8 name(__global const T *p, long s, int left)                                     \
+    {                                                                                             \
+        if (vec && left >= 8) return load8(p);                                                    \
+        float v[8];                                                                               \
+        _Pragma("unroll") for (int j = 0; j < 8; j++) v[j] = j < left ? load1(p, j * s) : 0.0f;  \
+        return (float8)(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);                         \
+    }
+DEFINE_LOAD8(load8_b, B_T, VEC_B, LOAD8_B, LOAD_B)
+DEFINE_LOAD8(load8_a, A_T, A_UNIT, LOAD8_A, LOAD_A)
 
 /* acc[0..7] += a * b */
 INLINE void axpy8(float a, float8 b, float *acc)
