@@ -476,10 +476,9 @@ typedef float8 floatv;
 #define ALIGNED_PIECE(p) vloada_half8(0, p)
 #define DENSE_PIECE(p) vload_half8(0, p)
 #else
-#define BF16_PIECE(u) as_float8(convert_uint8(u) << 16)
-#define LOCAL_PIECE(p) BF16_PIECE(*(__local const ushort8 *)(p))
-#define ALIGNED_PIECE(p) BF16_PIECE(*(const __global ushort8 *)(p))
-#define DENSE_PIECE(p) BF16_PIECE(vload8(0, p))
+#define LOCAL_PIECE(p) bf16x8_to_f32(*(__local const ushort8 *)(p))
+#define ALIGNED_PIECE(p) bf16x8_to_f32(*(const __global ushort8 *)(p))
+#define DENSE_PIECE(p) bf16x8_to_f32(vload8(0, p))
 #endif
 #endif
 

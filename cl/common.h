@@ -10,6 +10,8 @@ inline float bf16_to_f32(ushort b) { return as_float((uint)b << 16); }
 
 inline float4 bf16x4_to_f32(ushort4 b) { return as_float4(convert_uint4(b) << 16); }
 
+inline float8 bf16x8_to_f32(ushort8 b) { return as_float8(convert_uint8(b) << 16); }
+
 /* Round to nearest even; NaN stays NaN (quieted) instead of rounding into infinity. */
 inline ushort f32_to_bf16(float f)
 {

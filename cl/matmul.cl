@@ -280,7 +280,6 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void matmul_blocked(OPE
 }
 #endif
 
-
 #if defined(SK_COLS)
 /* matmul_skinny: a work-group owns SK_M rows of C (A's rows stay in registers: each lane keeps
    SK_M x SK_VALS sums) and SK_W columns, over one split of K (k_chunk rows: the grid's second
@@ -320,7 +319,6 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void matmul_blocked(OPE
 #define SK_RED 1
 #endif
 
-#define bf16x8_to_f32(b) as_float8(convert_uint8(b) << 16)
 /* f16 bits loaded as one 16-byte ushort8 (vloada_half8 becomes eight 2-byte loads in some
    compilers, libclc's among them), converted from registers. */
 INLINE float8 f16x8_to_f32(ushort8 b) { return vload_half8(0, (const half *)&b); }

@@ -415,8 +415,9 @@ static int wgmma_pick(const clkit_context *ctx, const problem *p, mma_tiles *out
     return 0;
 }
 
-/* cp.async moves 16-byte chunks along the head dimension: it must be contiguous, and every
-   other stride and the offset must keep chunks 16-byte aligned. */
+/* Whether t can be moved in 16-byte chunks along the head dimension (cp.async; the decoding
+   kernel's aligned loads): it must be contiguous, and every other stride and the offset must
+   keep chunks 16-byte aligned. */
 static int mma_view(const clkit_tensor *t)
 {
     size_t es = clkit_dtype_size(t->dtype), chunk = 16 / es;
@@ -742,22 +743,11 @@ static int decode_chunk(const clkit_context *ctx, const problem *p, size_t group
     return (int)(chunk < DEC_SCORES / rows ? chunk : DEC_SCORES / rows);
 }
 
-/* Every row of t starts on 16 bytes and its head dimension is contiguous: the decoding kernel
-   may load K and V in aligned 16-byte pieces. */
-static int rows_aligned16(const clkit_tensor *t)
-{
-    int64_t es = (int64_t)clkit_dtype_size(t->dtype);
-    if (t->offset % 16 || t->strides[3] != 1) return 0;
-    for (int i = 0; i < 3; i++)
-        if (t->shape[i] > 1 && t->strides[i] * es % 16) return 0;
-    return 1;
-}
-
 static clkit_status decode_kernels(clkit_context *ctx, const call *c, int rows, cl_kernel *k)
 {
     const problem *p = &c->p;
     int dense = c->k->strides[3] == 1 && c->v->strides[3] == 1;
-    int aligned = rows_aligned16(c->k) && rows_aligned16(c->v);
+    int aligned = mma_view(c->k) && mma_view(c->v);
     char opts[160];
     snprintf(opts, sizeof opts, "%s -D ATTN_DECODE -D HEAD_DIM=%d -D ROWS=%d%s%s", clkit_dtype_macro(p->dtype),
              (int)p->d, rows, dense ? " -D DENSE_D" : "", aligned ? " -D ALIGNED_KV" : "");
