@@ -761,24 +761,29 @@ static const char *mma_math(const problem *pr)
     return pr->tf32 ? " -D MMA_TF32" : " -D MMA_TF32 -D TF32X3";
 }
 
-/* How the skinny kernel loads 8 elements of B along its unit stride: 2 aligned 16-byte loads
-   (every stride and the offset keep 8-element groups 16-byte aligned: 4-element for f32,
-   whose groups are two float4), 1 vload8, 0 element by element (no unit stride). */
+/* How the skinny kernel loads 8 elements of an operand along its unit stride (unit: that
+   dimension's stride, other and batch the rest): 2 aligned 16-byte loads (every stride and the
+   offset keep 8-element groups 16-byte aligned: 4-element for f32, whose groups are two
+   float4), 1 vload8, 0 element by element (no unit stride). */
+static int skinny_vec(clkit_dtype dt, int64_t unit, int64_t other, int64_t batch, int64_t off)
+{
+    int64_t chunk = dt == CLKIT_F32 ? 4 : 8;
+    if (unit != 1) return 0;
+    return other % chunk == 0 && batch % chunk == 0 && off % chunk == 0 ? 2 : 1;
+}
+
+/* B along N, or along K where skinny_kmajor reads it so. */
 static int skinny_vec_b(const problem *pr)
 {
-    int km = skinny_kmajor(pr);
-    int64_t chunk = pr->b->dtype == CLKIT_F32 ? 4 : 8, other = km ? pr->bs[2] : pr->bs[1];
-    if (!km && pr->bs[2] != 1) return 0;
-    return other % chunk == 0 && pr->bs[0] % chunk == 0 && pr->b_off % chunk == 0 ? 2 : 1;
+    if (skinny_kmajor(pr)) return skinny_vec(pr->b->dtype, pr->bs[1], pr->bs[2], pr->bs[0], pr->b_off);
+    return skinny_vec(pr->b->dtype, pr->bs[2], pr->bs[1], pr->bs[0], pr->b_off);
 }
 
 /* The same for A's 8-element groups along K (its k rows a lane takes start on multiples of 8
    wherever the kernel loads 8 at once). */
 static int skinny_vec_a(const problem *pr)
 {
-    int64_t chunk = pr->a->dtype == CLKIT_F32 ? 4 : 8;
-    if (pr->as[2] != 1) return 0;
-    return pr->as[1] % chunk == 0 && pr->as[0] % chunk == 0 && pr->a_off % chunk == 0 ? 2 : 1;
+    return skinny_vec(pr->a->dtype, pr->as[2], pr->as[1], pr->as[0], pr->a_off);
 }
 
 static void build_options(const problem *pr, const clkit_config *c, char *buf, size_t n)
