@@ -23,10 +23,10 @@
      would walk K one after another; instead each work-group keeps SK_M rows of A's products in
      registers, streams its columns of B in 16-byte loads with SK_LOADS of them in flight a
      lane (along N when N is contiguous, along K for the K-contiguous nn.Linear weight), and
-     K is split across work-groups until the device holds several a compute unit:
-     matmul_skinny_reduce adds the splits' f32 partial sums in a fixed order (bitwise the same
-     every run) and applies the epilogue. B is read once, A (a few KiB) from cache, and the
-     partials cost 8 M N bytes a split.
+     K is split across work-groups until the device holds several a compute unit: the last
+     split of each block to finish adds the splits' f32 partial sums in a fixed order (bitwise
+     the same every run) and applies the epilogue (matmul.h's split_last). B is read once,
+     A (a few KiB) from cache, and the partials cost 8 M N bytes a split.
 
    Edges are masked: any M, N, K >= 1. */
 #include "matmul.h"
@@ -296,8 +296,8 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void matmul_blocked(OPE
    16-byte loads (the host proved every 8-element group 16-byte aligned, 4-element for f32);
    A_UNIT the same for A along K (0: no unit stride).
    With one split the work-group applies the epilogue; with several it stores f32 partial
-   sums P[split][batch][m][n] and matmul_skinny_reduce adds them in split order (no atomics:
-   every run gives the same bits). */
+   sums P[split][batch][m][n], and the block's last split to finish adds them in split order
+   (every run gives the same bits). */
 #ifndef SK_LOADS
 #define SK_LOADS 4 /* configs that predate SK_LOADS */
 #endif
@@ -410,14 +410,15 @@ INLINE void skinny_step(__global const A_T *A, long a_sm, long a_sk, int m_left,
 }
 #endif
 
-/* 3-D range: (column blocks x SK_WG, K splits, batch x row blocks); P: the splits' partial
-   sums (unused with one split), K_CHUNK: the k rows of a split (a multiple of 64 when there
-   are several, so that 16-byte chunks of K-major B stay aligned). */
-__kernel __attribute__((reqd_work_group_size(SK_WG, 1, 1))) void matmul_skinny(OPERANDS,
-    __global float *P, int k_chunk)
+/* 3-D range: (column blocks x SK_WG, K splits, batch x row blocks); P and tickets: the
+   splits' partial sums and counters (matmul.h's split_last; unused with one split), k_chunk:
+   the k rows of a split (a multiple of 64 when there are several, so that 16-byte chunks of
+   K-major B stay aligned). */
+__kernel __attribute__((reqd_work_group_size(SK_WG, 1, 1))) void matmul_skinny(OPERANDS SPLIT_PARAMS)
 {
     __local float partial[SK_RED * SK_K * SK_W];
-    int tid = get_local_id(0), split = get_group_id(1);
+    __local uint last;
+    int tid = get_local_id(0), split = get_group_id(1), splits = get_num_groups(1);
     int row_blocks = (M + SK_M - 1) / SK_M;
     long z = get_group_id(2) / row_blocks, batches = get_num_groups(2) / row_blocks;
     int m0 = (get_group_id(2) % row_blocks) * SK_M, m_left = M - m0;
@@ -461,22 +462,15 @@ __kernel __attribute__((reqd_work_group_size(SK_WG, 1, 1))) void matmul_skinny(O
             if (m >= M || n >= N) continue;
             float sum = 0.0f;
             for (int l = 0; l < SK_K; l++) sum += partial[(r * SK_K + l) * SK_W + col];
-            if (get_num_groups(1) == 1) epilogue(C, m * c_sm + n * c_sn, sum, alpha, beta, act, slope);
+            if (splits == 1) epilogue(C, m * c_sm + n * c_sn, sum, alpha, beta, act, slope);
             else P[((split * batches + z) * M + m) * N + n] = sum;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-}
-
-/* 3-D range (N, M, batch): the sum of matmul_skinny's splits in split order, then the
-   epilogue; the arguments are matmul_skinny's. */
-__kernel void matmul_skinny_reduce(OPERANDS, __global float *P, int k_chunk)
-{
-    int n = get_global_id(0), m = get_global_id(1);
-    long z = get_global_id(2), batches = get_global_size(2);
-    int splits = (K + k_chunk - 1) / k_chunk;
-    float sum = 0.0f;
-    for (int s = 0; s < splits; s++) sum += P[((s * batches + z) * M + m) * N + n];
-    epilogue(C + c_off + z * c_sb, m * c_sm + n * c_sn, sum, alpha, beta, act, slope);
+    if (splits == 1) return;
+    long plane = batches * M * N;
+    if (split_last(tickets + get_group_id(2) * get_num_groups(0) + get_group_id(0), splits, &last))
+        split_finish(P + z * M * N, plane, splits, C, c_sm, c_sn, m0, col0, min(SK_M, m_left),
+                     min(SK_W, N - col0), N, tid, SK_WG, alpha, beta, act, slope);
 }
 #endif

@@ -42,6 +42,99 @@ inline void epilogue(__global C_T *C, long idx, float acc, float alpha, float be
 /* Private arrays passed by pointer must stay in registers: force the helpers inline. */
 #define INLINE inline __attribute__((always_inline))
 
+/* Split-K in one launch: each of a tile's `splits` work-groups stores its f32 partial sums in
+   P[split][batch][m][n] and takes a ticket from the tile's counter; the one that draws the last
+   ticket adds the partials in split order (the same bits whichever split ends last), runs the
+   epilogue and puts the counter back to 0 for the next call. A second kernel would cost a
+   launch and its gap, as long as the split itself at M = 1. `tickets`: the context's counters,
+   zeroed once (clkit_tickets). */
+#define SPLIT_PARAMS , __global float *P, volatile __global uint *tickets, int k_chunk
+
+/* Orders a work-item's global accesses for the whole device. OpenCL 1.2's mem_fence is only
+   work-group wide on ROCm, and NVIDIA's own scope is explicit in PTX. */
+#if defined(CLKIT_NV_SM) && CLKIT_NV_SM >= 70
+#define DEVICE_FENCE() __asm__ volatile("fence.acq_rel.gpu;" ::: "memory")
+#elif defined(CLKIT_NV_SM)
+#define DEVICE_FENCE() __asm__ volatile("membar.gl;" ::: "memory")
+#elif defined(__AMDGCN__)
+#define DEVICE_FENCE() __builtin_amdgcn_fence(__ATOMIC_ACQ_REL, "agent")
+#else
+#define DEVICE_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)
+#endif
+
+/* Whether this work-group adds up its tile: called by every work-item once its partials are
+   stored. Each work-item fences its stores before the barrier and its loads after the second,
+   so the partials of every split are visible to the one that draws the last ticket. */
+INLINE bool split_last(volatile __global uint *ticket, uint splits, __local uint *flag)
+{
+    DEVICE_FENCE();
+    barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+    if (get_local_id(0) == 0) {
+        uint last = atomic_inc(ticket) == splits - 1;
+        if (last) atomic_xchg(ticket, 0u);
+        *flag = last;
+    }
+    barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+    DEVICE_FENCE();
+    return *flag != 0;
+}
+
+/* A piece of a partial-sum row: 4 floats, or 1 where vec is 1 (the rest 0). */
+INLINE float4 split_piece(__global const float *p, int vec)
+{
+    return vec == 4 ? vload4(0, p) : (float4)(p[0], 0.0f, 0.0f, 0.0f);
+}
+
+/* rows x cols of C from (m0, n0): their partial sums in split order (P at the batch's first
+   plane, planes `plane` floats apart, rows N floats long), through the epilogue; work-item
+   tid of wg. A work-item takes FINISH_ITEMS pieces of 4 columns (1 where N is not a multiple
+   of 4) at a time and has four splits' loads of them in flight: one load at a time, each a
+   round trip to L2, took longer than the split's own k loop. The pass counter is the
+   work-group's own: PoCL 3.1 ran `for (i = tid; i < n; i += wg)` past n here, inside the
+   branch on split_last. */
+#define FINISH_ITEMS 4
+INLINE void split_finish(__global const float *P, long plane, int splits, __global C_T *C, long c_sm,
+                         long c_sn, int m0, int n0, int rows, int cols, int N, int tid, int wg,
+                         float alpha, float beta, int act, float slope)
+{
+    int vec = N % 4 == 0 && n0 % 4 == 0 ? 4 : 1, pieces = (cols + vec - 1) / vec, total = rows * pieces;
+    for (int i0 = 0; i0 < total; i0 += wg * FINISH_ITEMS) {
+        float4 sum[FINISH_ITEMS];
+        long at[FINISH_ITEMS];
+        #pragma unroll
+        for (int u = 0; u < FINISH_ITEMS; u++) {
+            int i = min(i0 + u * wg + tid, total - 1);
+            at[u] = (long)(m0 + i / pieces) * N + n0 + i % pieces * vec;
+            sum[u] = (float4)(0.0f);
+        }
+        int s = 0;
+        for (; s + 4 <= splits; s += 4) {
+            float4 x[4][FINISH_ITEMS];
+            #pragma unroll
+            for (int t = 0; t < 4; t++)
+                #pragma unroll
+                for (int u = 0; u < FINISH_ITEMS; u++) x[t][u] = split_piece(P + (s + t) * plane + at[u], vec);
+            #pragma unroll
+            for (int t = 0; t < 4; t++)
+                #pragma unroll
+                for (int u = 0; u < FINISH_ITEMS; u++) sum[u] += x[t][u];
+        }
+        for (; s < splits; s++)
+            #pragma unroll
+            for (int u = 0; u < FINISH_ITEMS; u++) sum[u] += split_piece(P + s * plane + at[u], vec);
+        #pragma unroll
+        for (int u = 0; u < FINISH_ITEMS; u++) {
+            int i = i0 + u * wg + tid, m = m0 + i / pieces, n = n0 + i % pieces * vec;
+            #pragma unroll
+            for (int e = 0; e < 4; e++) {
+                float v = e == 0 ? sum[u].x : e == 1 ? sum[u].y : e == 2 ? sum[u].z : sum[u].w;
+                if (i < total && e < vec && n + e < n0 + cols)
+                    epilogue(C, (long)m * c_sm + (long)(n + e) * c_sn, v, alpha, beta, act, slope);
+            }
+        }
+    }
+}
+
 #if defined(BLOCK_M)
 /* Triton's grouped ordering: GROUP_M rows of tiles are swept column by column, so the
    work-groups in flight reuse the same A rows and B columns from L2. */

@@ -465,6 +465,7 @@ void clkit_context_release(clkit_context *ctx)
     clkit_tuned_release(ctx);
     clkit_context_trim(ctx);
     if (ctx->tma_slot) clReleaseMemObject(ctx->tma_slot);
+    if (ctx->tickets) clReleaseMemObject(ctx->tickets);
     if (ctx->first_event) clReleaseEvent(ctx->first_event);
     if (ctx->last_event) clReleaseEvent(ctx->last_event);
     if (ctx->queue) clReleaseCommandQueue(ctx->queue);

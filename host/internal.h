@@ -65,6 +65,8 @@ struct clkit_context {
     bool amd_emulated;        /* CLKIT_AMD_EMULATE: a CPU device runs AMD matrix-core kernels
                                  with software instructions (context.c) */
     cl_mem tma_slot;          /* where wgmma kernels publish their TMA tensor maps (matmul.c) */
+    cl_mem tickets;           /* split-K counters, 0 between kernels (clkit_tickets) */
+    size_t tickets_n;
     clkit_tuned_memo tuned;   /* tune_cache.c's parsed tuned.json, reused while unchanged */
     char error[8192];
 };
@@ -272,6 +274,9 @@ double clkit_now_s(void);
    kernel that uses it is safe: OpenCL keeps the memory until those commands finish. */
 clkit_status clkit_scratch_alloc(clkit_context *ctx, size_t bytes, cl_mem *buffer);
 void clkit_scratch_release(clkit_context *ctx, cl_mem buffer, size_t bytes);
+/* At least n split-K counters (cl/matmul.h's split_last), each 0: zeroed once when made, and
+   every kernel that counts on one puts it back to 0. */
+clkit_status clkit_tickets(clkit_context *ctx, size_t n, cl_mem *out);
 /* A new buffer covering exactly the bytes t's view reaches, and t re-based onto it: where a
    tuner writes candidates' results without touching the caller's output. */
 clkit_status clkit_scratch_like(clkit_context *ctx, const clkit_tensor *t, clkit_tensor *out,

@@ -312,6 +312,26 @@ clkit_status clkit_scratch_alloc(clkit_context *ctx, size_t bytes, cl_mem *buffe
     return CLKIT_OK;
 }
 
+clkit_status clkit_tickets(clkit_context *ctx, size_t n, cl_mem *out)
+{
+    if (n > ctx->tickets_n) {
+        size_t want = n < 1024 ? 1024 : n;
+        cl_uint zero = 0;
+        cl_int err;
+        cl_mem buf = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, want * sizeof zero, NULL, &err);
+        if (!buf) return clkit_cl_fail(ctx, err, "clCreateBuffer (split-K counters)");
+        err = clEnqueueFillBuffer(ctx->queue, buf, &zero, sizeof zero, 0, want * sizeof zero, 0, NULL, NULL);
+        if (err != CL_SUCCESS) {
+            clReleaseMemObject(buf);
+            return clkit_cl_fail(ctx, err, "clEnqueueFillBuffer (split-K counters)");
+        }
+        if (ctx->tickets) clReleaseMemObject(ctx->tickets); /* kept by the kernels that use it */
+        ctx->tickets = buf, ctx->tickets_n = want;
+    }
+    *out = ctx->tickets;
+    return CLKIT_OK;
+}
+
 /* Into the pool's free entry, else in place of its smallest buffer if that is smaller. */
 void clkit_scratch_release(clkit_context *ctx, cl_mem buffer, size_t bytes)
 {

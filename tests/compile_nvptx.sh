@@ -85,10 +85,13 @@ matmul() {
       for layout in "1 0" "1 1" "0 0" "0 1"; do
         read -r ak bn_ <<<"$layout"
         for math in $([ "$2" = F32 ] && echo "TF32 TF32X3" || echo "$2"); do
-          # shellcheck disable=SC2086,SC2046 # $tile is a list of flags; the TF32 flags too
-          build "${bm}x${bn}x${bk} w${wm}x${wn} s$st $math A_KMAJOR=$ak B_NMAJOR=$bn_" "$sm" nv/matmul_mma.cl $tile \
-            -D A_DTYPE="$2" -D B_DTYPE="$2" -D C_DTYPE=F32 -D A_KMAJOR="$ak" -D B_NMAJOR="$bn_" \
-            $([ "$2" = F32 ] && echo -D MMA_TF32) $([ "$math" = TF32X3 ] && echo -D TF32X3)
+          # split-K in the first layout only (the epilogue is all it changes)
+          for split in "" $([ "$layout" = "1 0" ] && echo "-D SPLIT_K=1"); do
+            # shellcheck disable=SC2086,SC2046 # $tile is a list of flags; the TF32 flags too
+            build "${bm}x${bn}x${bk} w${wm}x${wn} s$st $math A_KMAJOR=$ak B_NMAJOR=$bn_ $split" "$sm" nv/matmul_mma.cl \
+              $tile -D A_DTYPE="$2" -D B_DTYPE="$2" -D C_DTYPE=F32 -D A_KMAJOR="$ak" -D B_NMAJOR="$bn_" \
+              $([ "$2" = F32 ] && echo -D MMA_TF32) $([ "$math" = TF32X3 ] && echo -D TF32X3) $split
+          done
         done
       done
       [ "$2" = F16 ] || continue
@@ -102,13 +105,13 @@ matmul mma_shapes F16
 matmul tf32_shapes F32
 # Each wgmma tile of host/ops/matmul.c (BLOCK_M, BLOCK_N, STAGES, speed; BLOCK_K 64, a
 # warpgroup per 64 rows) in every operand layout, f16 into f32 and bf16 into bf16, loaded by
-# cp.async and by the TMA, for sm_90a
+# cp.async, by the TMA and by cp.async with K split, for sm_90a
 for s in $(table "$root/host/ops/matmul.c" wgmma_shapes); do
   IFS=, read -r bm bn st _ <<<"$s"
   for layout in "1 0" "1 1" "0 0" "0 1"; do
     read -r ak bn_ <<<"$layout"
     for dt in F16 BF16; do
-      for tma in "" "-D TMA=1"; do
+      for tma in "" "-D TMA=1" "-D SPLIT_K=1"; do
         # shellcheck disable=SC2046,SC2086 # one flag or none
         build "wgmma ${bm}x${bn}x64 s$st $dt A_KMAJOR=$ak B_NMAJOR=$bn_ $tma" 90a nv/matmul_mma.cl -D KERNEL=4 -D WGMMA=1 \
           -D BLOCK_M="$bm" -D BLOCK_N="$bn" -D BLOCK_K=64 -D WARPS_M=$((bm / 16)) -D WARPS_N=1 -D STAGES="$st" \

@@ -759,25 +759,86 @@ START_TEST(skinny_strides)
 }
 END_TEST
 
-/* The same split-K product twice gives the same bits: the splits are summed in a fixed order. */
+/* The same split-K product of f16 operands (M x K, K x 1000) twice gives the same bits (the
+   splits are summed in a fixed order, whichever finishes last), B laid out as lb. */
+static void check_same_bits(clkit_context *ctx, const char *config, int64_t m, int64_t k, char lb)
+{
+    operand a = make(ctx, CLKIT_F16, 0, m, k, 'n', 0, 0, 1);
+    operand b = make(ctx, CLKIT_F16, 0, k, 1000, lb, 0, 0, 2);
+    operand c = make(ctx, CLKIT_F32, 0, m, 1000, 'n', 0, 0, 3);
+    clkit_matmul_options o = clkit_matmul_defaults();
+    o.config = config;
+    double *first = malloc(c.len * sizeof *first), *second = malloc(c.len * sizeof *second);
+    TU_CHECK(clkit_matmul(ctx, &a.t, &b.t, &c.t, &o));
+    tu_read(ctx, c.buf, CLKIT_F32, c.len, first);
+    TU_CHECK(clkit_matmul(ctx, &a.t, &b.t, &c.t, &o));
+    tu_read(ctx, c.buf, CLKIT_F32, c.len, second);
+    ck_assert_msg(memcmp(first, second, c.len * sizeof *first) == 0,
+                  "split-K results differ between two runs (%s, B %c)", config ? config : "default", lb);
+    free(first), free(second);
+    drop(&a), drop(&b), drop(&c);
+}
+
 START_TEST(skinny_deterministic)
 {
     clkit_context *ctx = tu_ctx();
-    for (int lb = 0; lb < 2; lb++) {
-        operand a = make(ctx, CLKIT_F16, 0, 4, 4097, 'n', 0, 0, 1);
-        operand b = make(ctx, CLKIT_F16, 0, 4097, 1000, lb ? 't' : 'n', 0, 0, 2);
-        operand c = make(ctx, CLKIT_F32, 0, 4, 1000, 'n', 0, 0, 3);
-        clkit_matmul_options o = clkit_matmul_defaults();
-        o.config = skinny_configs[1];
-        double *first = malloc(c.len * sizeof *first), *second = malloc(c.len * sizeof *second);
-        TU_CHECK(clkit_matmul(ctx, &a.t, &b.t, &c.t, &o));
-        tu_read(ctx, c.buf, CLKIT_F32, c.len, first);
-        TU_CHECK(clkit_matmul(ctx, &a.t, &b.t, &c.t, &o));
-        tu_read(ctx, c.buf, CLKIT_F32, c.len, second);
-        ck_assert_msg(memcmp(first, second, c.len * sizeof *first) == 0,
-                      "split-K results differ between two runs (B %c)", lb ? 't' : 'n');
-        free(first), free(second);
-        drop(&a), drop(&b), drop(&c);
+    for (int lb = 0; lb < 2; lb++) check_same_bits(ctx, skinny_configs[1], 4, 4097, lb ? 't' : 'n');
+    clkit_context_release(ctx);
+}
+END_TEST
+
+/* Tensor-core tiles with K split over work-groups (NVIDIA): mma.sync and wgmma tiles forced
+   with splits whose last is ragged or shorter than a slice, in each operand layout and
+   16-bit dtype pair; batches with a broadcast operand, alpha, beta and activations across the
+   splits; 3xTF32 f32; a short grid's automatic split; the same bits twice. Where the tiles
+   cannot run, a forced one is refused. */
+static const char *const split_mma[] = {
+    "KERNEL=4,BLOCK_M=64,BLOCK_N=64,BLOCK_K=32,WARPS_M=2,WARPS_N=2,STAGES=4,GROUP_M=2,splits=4",
+    "KERNEL=4,BLOCK_M=128,BLOCK_N=128,BLOCK_K=32,WARPS_M=2,WARPS_N=2,STAGES=3,GROUP_M=8,splits=2",
+};
+static const char *const split_wgmma[] = {
+    "KERNEL=4,WGMMA=1,BLOCK_M=64,BLOCK_N=64,BLOCK_K=64,WARPS_M=4,WARPS_N=1,STAGES=3,GROUP_M=2,splits=3",
+    "KERNEL=4,WGMMA=1,BLOCK_M=128,BLOCK_N=128,BLOCK_K=64,WARPS_M=8,WARPS_N=1,STAGES=4,GROUP_M=8,splits=5",
+    "KERNEL=4,WGMMA=1,BLOCK_M=64,BLOCK_N=256,BLOCK_K=64,WARPS_M=4,WARPS_N=1,STAGES=4,GROUP_M=8,splits=2",
+};
+
+static void check_split_tiles(clkit_context *ctx, const char *const *configs, size_t n)
+{
+    static const int64_t split_shapes[][3] = {{61, 200, 1000}, {130, 72, 777}, {16, 520, 300}, {257, 130, 300}};
+    check_tile_configs(ctx, configs, n, split_shapes);
+    for (size_t i = 0; i < n; i++) {
+        run r = basic(100, 264, 1100);
+        r.in = CLKIT_F16, r.aligned = 1, r.batch = 3, r.opt.config = configs[i];
+        r.a_bcast = i % 2 == 0, r.b_bcast = i % 2 == 1;
+        r.opt.alpha = -0.5f, r.opt.beta = 0.75f, r.opt.leaky_slope = 0.1f;
+        r.opt.activation = (clkit_activation)(1 + i % 2);
+        check_run(ctx, &r, configs[i]);
+        check_same_bits(ctx, configs[i], 70, 4096, i % 2 ? 't' : 'n');
+    }
+}
+
+START_TEST(tile_split)
+{
+    clkit_context *ctx = tu_ctx();
+    if (!tu_fast_path(ctx, "matmul", CLKIT_FAST_PATH_NV_MMA)) {
+        expect_refused(ctx, split_mma[0]);
+        clkit_context_release(ctx);
+        return;
+    }
+    check_split_tiles(ctx, split_mma, sizeof split_mma / sizeof *split_mma);
+    if (tu_fast_path(ctx, "matmul", CLKIT_FAST_PATH_NV_WGMMA))
+        check_split_tiles(ctx, split_wgmma, sizeof split_wgmma / sizeof *split_wgmma);
+    else
+        expect_refused(ctx, split_wgmma[0]);
+    run f = basic(61, 200, 1000);
+    f.aligned = 1, f.opt.beta = 0.5f;
+    f.opt.config = "KERNEL=4,BLOCK_M=64,BLOCK_N=64,BLOCK_K=16,WARPS_M=2,WARPS_N=2,STAGES=4,GROUP_M=8,splits=3";
+    ck_assert_msg(check_run(ctx, &f, f.opt.config) < 0x1p-16, "3xtf32 split: TF32's error");
+    /* A grid of a few tiles and a long K: the heuristic's own split. */
+    for (int i = 0; i < 2; i++) {
+        run d = basic(i ? 16 : 128, 512, 8192);
+        d.in = i ? CLKIT_BF16 : CLKIT_F16, d.aligned = 1, d.lb = 't';
+        check_run(ctx, &d, "split-K: default choice");
     }
     clkit_context_release(ctx);
 }
@@ -833,6 +894,7 @@ int main(void)
     tcase_add_test(tc, skinny_boundaries);
     tcase_add_test(tc, skinny_strides);
     tcase_add_test(tc, skinny_deterministic);
+    tcase_add_test(tc, tile_split);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

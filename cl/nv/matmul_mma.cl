@@ -530,6 +530,64 @@ INLINE void tma_setup(__global ulong16 *maps, __local ulong16 *stage, __global c
 #define TMA_PARAMS
 #endif
 
+#if defined(SPLIT_K)
+/* Split-K (-D SPLIT_K; the grid's third dimension is the split, k_chunk rows of K each, a
+   multiple of BLOCK_K): the tile's partial sums into its plane of P, as f32 rows staged
+   through the ring where they fit (16-byte stores), else straight from the fragments; then
+   the tile's last split to finish adds the planes into C (matmul.h's split_last). */
+#define MMA_SPLIT_PARAMS SPLIT_PARAMS
+
+INLINE void store_partial(float acc[FRAG_M][FRAG_N][4], int2 tile, int wm, int wn, int lane, int tid,
+                          __local uchar *as, __global float *p, int M, int N)
+{
+    int m0 = tile.x * BLOCK_M, n0 = tile.y * BLOCK_N;
+#if defined(C_STAGED)
+    __local const float *st = (__local const float *)as;
+    barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with the ring, which takes the tile */
+    stage_acc((__local float *)as, acc, wm + lane / 4, wn + (lane % 4) * 2);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int i = tid; i < BLOCK_M * (BLOCK_N / 4); i += MMA_WG) {
+        int r = i / (BLOCK_N / 4), q = (i % (BLOCK_N / 4)) * 4, m = m0 + r, n = n0 + q;
+        if (m >= M || n >= N) continue;
+        if (N % 4 == 0) {
+            *(__global float4 *)(p + (long)m * N + n) = vload4(0, st + r * C_ROW + q);
+            continue;
+        }
+        for (int k = 0; k < 4 && n + k < N; k++) p[(long)m * N + n + k] = st[r * C_ROW + q + k];
+    }
+#else
+    m0 += wm + lane / 4, n0 += wn + (lane % 4) * 2;
+    #pragma unroll
+    for (int i = 0; i < FRAG_M; i++)
+        #pragma unroll
+        for (int h = 0; h < 2; h++)
+            #pragma unroll
+            for (int j = 0; j < FRAG_N; j++)
+                #pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    int m = m0 + i * 16 + h * 8, n = n0 + j * 8 + e;
+                    if (m < M && n < N) p[(long)m * N + n] = acc[i][j][h * 2 + e];
+                }
+#endif
+}
+
+INLINE void split_epilogue(float acc[FRAG_M][FRAG_N][4], int2 tile, int wm, int wn, int lane, int tid,
+                           __local uchar *as, __local uint *last, __global float *P,
+                           volatile __global uint *tickets, __global C_T *C, long c_sm, long c_sn, int M,
+                           int N, float alpha, float beta, int act, float slope)
+{
+    long batch = get_group_id(1), plane = get_num_groups(1) * (long)M * N;
+    int splits = get_num_groups(2), m0 = tile.x * BLOCK_M, n0 = tile.y * BLOCK_N;
+    P += batch * M * N;
+    store_partial(acc, tile, wm, wn, lane, tid, as, P + get_group_id(2) * plane, M, N);
+    if (split_last(tickets + batch * get_num_groups(0) + get_group_id(0), splits, last))
+        split_finish(P, plane, splits, C, c_sm, c_sn, m0, n0, min(BLOCK_M, M - m0), min(BLOCK_N, N - n0), N,
+                     tid, MMA_WG, alpha, beta, act, slope);
+}
+#else
+#define MMA_SPLIT_PARAMS
+#endif
+
 INLINE void zero_acc(float acc[FRAG_M][FRAG_N][4])
 {
     #pragma unroll
@@ -592,7 +650,7 @@ INLINE void mma_epilogue(float acc[FRAG_M][FRAG_N][4], int2 tile, int wm, int wn
 #endif
 }
 
-__kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void matmul_mma(OPERANDS TMA_PARAMS EPI_PARAMS)
+__kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void matmul_mma(OPERANDS TMA_PARAMS EPI_PARAMS MMA_SPLIT_PARAMS)
 {
 #if defined(WGMMA)
     /* wgmma's swizzle is a function of the address: each stage starts on 1024 bytes */
@@ -649,6 +707,12 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void matmul_mma(OPE
     __global const ELEM_T *a = (__global const ELEM_T *)(A + a_off + batch * a_sb) + (long)tile.x * BLOCK_M * a_sm;
     __global const ELEM_T *b = (__global const ELEM_T *)(B + b_off + batch * b_sb) + (long)tile.y * BLOCK_N * b_sn;
     int m_left = M - tile.x * BLOCK_M, n_left = N - tile.y * BLOCK_N;
+#if defined(SPLIT_K)
+    /* From here on K is the split's: its copies zero-fill past it as past the operand's end. */
+    int kb = get_group_id(2) * k_chunk;
+    a += kb * a_sk, b += kb * b_sk, K = min(K - kb, k_chunk);
+    slices = (K + BLOCK_K - 1) / BLOCK_K;
+#endif
     zero_acc(acc);
 #if defined(WGMMA)
     mainloop_wgmma(as, bs, a, b, a_sm, a_sk, b_sk, b_sn, slices, m_left, n_left, K, tid, warp / 4, &acc[0][0][0]);
@@ -700,6 +764,11 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void matmul_mma(OPE
         }
     }
 #endif
+#if defined(SPLIT_K)
+    __local uint last;
+    split_epilogue(acc, tile, wm, wn, lane, tid, as, &last, P, tickets, C, c_sm, c_sn, M, N, alpha, beta, act, slope);
+#else
     mma_epilogue(acc, tile, wm, wn, lane, tid, as, bs, 0, 0, C, c_sm, c_sn, M, N, alpha, beta, act, slope EPI_ARGS);
+#endif
 #endif
 }

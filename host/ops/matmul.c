@@ -256,7 +256,7 @@ static int mma_legal(const struct clkit_device_props *p, const problem *pr, cons
     if (cfg(c, "WGMMA") && (!pr->wgmma || bk != 64 || (bn != 64 && bn != 128 && bn != 256) ||
                             bm % 64 || wn != 1 || wm != bm / 16 || stages < 3))
         return 0;
-    return warp_m >= 16 && warp_n >= 16 && (warp_m / 16) * (warp_n / 8) * 4 <= 128 &&
+    return warp_m >= 16 && warp_n >= 16 && (warp_m / 16) * (warp_n / 8) * 4 <= 128 && cfg(c, "splits") >= 0 &&
            (size_t)wg <= p->max_work_group && (bm * bk / chunk) % wg == 0 &&
            (bn * bk / chunk) % wg == 0 && local <= p->local_mem_static;
 }
@@ -530,6 +530,48 @@ static int tensor_core_config(const problem *pr, size_t i, clkit_config *out)
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+/* Work-groups of a tensor-core tile that the device holds at once: on each compute unit as
+   many rings as its local memory takes (at most 2048 work-items, as on sm_80 and sm_90), at
+   least one. */
+static uint64_t mma_resident(const struct clkit_device_props *p, const clkit_config *c, int elem)
+{
+    int wg = cfg(c, "WARPS_M") * cfg(c, "WARPS_N") * 32;
+    uint64_t ring = ring_bytes(cfg(c, "BLOCK_M"), cfg(c, "BLOCK_N"), cfg(c, "BLOCK_K"), cfg(c, "STAGES"),
+                               elem, cfg(c, "WGMMA"));
+    uint64_t per_unit = p->local_mem_static / ring, by_threads = (uint64_t)(2048 / wg);
+    if (per_unit > by_threads) per_unit = by_threads;
+    return (per_unit < 1 ? 1 : per_unit) * p->compute_units;
+}
+
+/* The k rows of one split of K: the config's "splits" (host-side: never a build option) where
+   set, else `want` (no more than min_k rows a split allow); several splits walk multiples of
+   `align` rows, one walks all of K. The kernel runs ceil(K / chunk) splits. */
+static int k_chunk(const problem *pr, const clkit_config *c, int64_t want, int64_t min_k, int align)
+{
+    int64_t k = pr->k > 0 ? pr->k : 1, splits = cfg(c, "splits");
+    if (splits <= 0) splits = want < ceil_div(k, min_k) ? want : ceil_div(k, min_k);
+    if (splits <= 1) return (int)k;
+    return (int)(ceil_div(ceil_div(k, splits), align) * align);
+}
+
+/* A tensor-core grid of fewer tiles than compute units splits K until the splits fill the
+   device: for wgmma tiles as many work-groups as its local memory holds at once, for mma.sync
+   tiles (register-bound: 3xTF32's hold one work-group a unit) one a unit; as many splits as
+   fit whole (a second round would cost what the first did), of at least TILE_MIN_SPLIT_K rows
+   each, multiples of BLOCK_K. On an H200 (same run, f16 M x 4096 x 4096 on 64 x 64 wgmma
+   tiles): M 16 0.0223 ms with 6 splits, 0.0231 with 4, 0.0375 unsplit; f32 128 x 128 TF32x3
+   tiles at M 128 0.0955 ms with 4 splits, 0.151 for the 32 x 64 tile the rule below took
+   before (docs/nvidia-wgmma.md#split-k). */
+#define TILE_MIN_SPLIT_K 256
+static int tile_k_chunk(const struct clkit_device_props *p, const problem *pr, const clkit_config *c)
+{
+    int64_t tiles = ceil_div(pr->m, cfg(c, "BLOCK_M")) * ceil_div(pr->n, cfg(c, "BLOCK_N")) * pr->batch;
+    int64_t fill = cfg(c, "WGMMA") ? (int64_t)mma_resident(p, c, (int)clkit_dtype_size(pr->a->dtype))
+                                   : (int64_t)p->compute_units;
+    int64_t want = tiles >= (int64_t)p->compute_units ? 1 : fill / tiles;
+    return k_chunk(pr, c, want, TILE_MIN_SPLIT_K, cfg(c, "BLOCK_K"));
+}
+
 /* The wgmma tile whose grid should finish first, for grids that give the widest tile at least
    half a wave: each compute unit runs ceil(groups / units) work-groups of a tile one after
    another, each taking the tile's area over its speed. Only tiles whose ring lets one
@@ -558,12 +600,35 @@ static int wgmma_pick(const struct clkit_device_props *p, const problem *pr, clk
     return best > 0;
 }
 
+/* Grids that leave compute units idle even on the small tile: that tile with K split
+   (tile_k_chunk), where K is long enough to split. The small tile is wgmma's 64 x 64 (on an
+   H200 it led every split tile from M 16 to 64 x 4096 x 4096 and was within 2 % of the best at
+   M 128), else the 128 x 128 mma.sync tile (f32 at M 16 to 256, same run). Grids that fill
+   the device do not split: at M 256 and 512 x 4096 x 4096, 768^3 and 1024^3 every split tile
+   lost to an unsplit one. */
+static int split_pick(const struct clkit_device_props *p, const problem *pr, clkit_config *out)
+{
+    const int (*tiles)[6];
+    size_t n = mma_table(pr, &tiles), i = 0;
+    clkit_config c = wgmma(wgmma_shapes[NWGMMA - 1], 8);
+    if (!pr->wgmma) {
+        while (i < n && !(tiles[i][0] == 128 && tiles[i][1] == 128)) i++;
+        if (i == n) return 0;
+        c = mma(tiles[i], 8);
+    }
+    int64_t groups = ceil_div(pr->m, cfg(&c, "BLOCK_M")) * ceil_div(pr->n, cfg(&c, "BLOCK_N")) * pr->batch;
+    if (groups >= (int64_t)p->compute_units || !config_legal(p, pr, &c) || tile_k_chunk(p, pr, &c) >= pr->k)
+        return 0;
+    *out = c;
+    return 1;
+}
+
 /* The skinny path's rule, in constants to re-tune per device (H100 / H200 first):
    - SKINNY_MAX_M: the GPU heuristic streams f32 B through the skinny kernel up to this many
      rows of A (16-bit B: skinny_suits). At M <= 16 the product is bound by reading B (2 M
      flops a B element, far below any GPU's flops per byte), which the skinny kernel does once
      at full width; the tensor cores' 64 x 64 tiles re-read nothing either but waste 48 of 64
-     rows at M = 16 and more below, and still beat it from 8 rows of 16-bit B on an H200.
+     rows at M = 16 and more below, and still beat it on 16-bit B on an H200 (skinny_suits).
    - SKINNY_GROUPS_PER_CU: K is split until the grid holds this many work-groups a compute unit
      (a CPU: one a core), enough loads in flight to cover DRAM latency on every unit.
    - SKINNY_MIN_SPLIT_K: ... but no split walks fewer k rows: each split writes M x N f32
@@ -588,21 +653,14 @@ static int64_t skinny_groups(const problem *pr, const clkit_config *c)
     return ceil_div(pr->n, width) * ceil_div(pr->m, cfg(c, "SK_M")) * pr->batch;
 }
 
-/* The k rows of one split: the config's "splits" (host-side: never a build option) where set,
-   else as many splits as SKINNY_GROUPS_PER_CU asks, no more than SKINNY_MIN_SPLIT_K allows.
-   Several splits walk multiples of 64 rows (the kernel's 16-byte chunks of K-major B stay
-   aligned); one walks all of K. */
+/* The skinny kernel's split: as many splits as SKINNY_GROUPS_PER_CU asks, of at least
+   SKINNY_MIN_SPLIT_K rows, multiples of 64 (the kernel's 16-byte chunks of K-major B stay
+   aligned). */
 static int skinny_k_chunk(const struct clkit_device_props *p, const problem *pr, const clkit_config *c)
 {
-    int64_t k = pr->k > 0 ? pr->k : 1, splits = cfg(c, "splits");
-    if (splits <= 0) {
-        int64_t want = (int64_t)p->compute_units * (p->is_gpu ? SKINNY_GROUPS_PER_CU : 1);
-        int64_t groups = skinny_groups(pr, c), most = ceil_div(k, SKINNY_MIN_SPLIT_K);
-        splits = groups >= want ? 1 : ceil_div(want, groups);
-        if (splits > most) splits = most;
-    }
-    if (splits <= 1) return (int)k;
-    return (int)(ceil_div(ceil_div(k, splits), 64) * 64);
+    int64_t want = (int64_t)p->compute_units * (p->is_gpu ? SKINNY_GROUPS_PER_CU : 1);
+    int64_t groups = skinny_groups(pr, c);
+    return k_chunk(pr, c, groups >= want ? 1 : ceil_div(want, groups), SKINNY_MIN_SPLIT_K, 64);
 }
 
 /* The skinny config for these operands, SK_LOADS 8. B along N: 32 column groups of 8
@@ -623,14 +681,17 @@ static clkit_config skinny_default(const problem *pr)
 }
 
 /* Whether the GPU heuristic streams B through the skinny kernel: up to SKINNY_MAX_M rows for
-   f32 B; 16-bit B only while the tensor cores' tiles are slower, which on an H200 (f16,
-   N = K = 4096, same run, ms) is up to 4 rows along N (skinny 0.030 / 0.031 / 0.036 / 0.073 /
-   0.215 at M 1 / 2 / 4 / 8 / 16, the tile 0.037-0.039 at each) and 1 along K (0.030 against
-   0.043; at M 4 0.058 against 0.042). */
+   f32 B; 16-bit B only while the tensor cores' tiles are slower. wgmma's 64 x 64 tile with K
+   split over the device (split_pick) streams B faster at every M: on an H200 (f16,
+   N = K = 4096, same run, ms) 0.0193 against the skinny kernel's best 0.0288 at M 1 (cuBLAS
+   0.0185), 0.0196 against 0.0282 along K, 0.0195 against 0.0342 at M 4. Without wgmma, up
+   to 4 rows along N and 1 along K, as measured before the split tiles (H200: skinny 0.030 /
+   0.031 / 0.036 / 0.073 at M 1 / 2 / 4 / 8, the unsplit tile 0.037-0.039; along K 0.030
+   against 0.043). */
 static int skinny_suits(const problem *pr)
 {
     if (pr->b->dtype == CLKIT_F32) return pr->m <= SKINNY_MAX_M;
-    return pr->m <= (skinny_kmajor(pr) ? 1 : 4);
+    return !pr->wgmma && pr->m <= (skinny_kmajor(pr) ? 1 : 4);
 }
 
 /* Heuristic default from device properties: the largest legal tile that still gives every
@@ -650,7 +711,7 @@ static clkit_config heuristic_config(const struct clkit_device_props *p, const p
        and ran several times slower; measurements:
        docs/nvidia-tensor-cores.md#measurements-behind-the-code). */
     clkit_config best = {0}, filling = {0}, tc;
-    if (wgmma_pick(p, pr, &best)) return best;
+    if (wgmma_pick(p, pr, &best) || split_pick(p, pr, &best)) return best;
     uint64_t best_groups = 0; /* 0: no legal tensor-core tile */
     for (size_t i = 0; tensor_core_config(pr, i, &tc); i++) {
         if (!config_legal(p, pr, &tc)) continue;
@@ -704,8 +765,9 @@ static int skinny_candidates(const struct clkit_device_props *p, const problem *
 
 /* Every candidate the tuner times, the likeliest first so that a time budget cuts the long
    tail: the heuristic default, CLBlast where it applies, the skinny kernel for a few rows,
-   the tensor-core tiles where the operands allow them, each legal blocked shape with
-   GROUP_M 8 (the caller refines GROUP_M of the winner), then tiled and naive. */
+   the tensor-core tiles where the operands allow them (each that splits K also unsplit), each
+   legal blocked shape with GROUP_M 8 (the caller refines GROUP_M of the winner), then tiled
+   and naive. */
 static int candidates(const struct clkit_device_props *p, const problem *pr, clkit_config *out, int max)
 {
     int n = 0;
@@ -717,8 +779,14 @@ static int candidates(const struct clkit_device_props *p, const problem *pr, clk
     }
     n = skinny_candidates(p, pr, out, n, max);
     clkit_config tc;
-    for (size_t i = 0; n < max && tensor_core_config(pr, i, &tc); i++)
-        if (config_legal(p, pr, &tc) && memcmp(&tc, &out[0], sizeof tc) != 0) out[n++] = tc;
+    for (size_t i = 0; n < max && tensor_core_config(pr, i, &tc); i++) {
+        if (!config_legal(p, pr, &tc)) continue;
+        if (memcmp(&tc, &out[0], sizeof tc) != 0) out[n++] = tc;
+        if (n < max && cfg(&tc, "KERNEL") == KERNEL_MMA && tile_k_chunk(p, pr, &tc) < pr->k) {
+            clkit_config_set(&tc, "splits", 1);
+            out[n++] = tc;
+        }
+    }
     for (size_t i = 0; i < NSHAPES && n < max; i++) {
         const int *s = block_shapes[i];
         clkit_config c = blocked(s[0], s[1], s[2], s[3], s[4], 8);
@@ -786,7 +854,7 @@ static int skinny_vec_a(const problem *pr)
     return skinny_vec(pr->a->dtype, pr->as[2], pr->as[1], pr->as[0], pr->a_off);
 }
 
-static void build_options(const problem *pr, const clkit_config *c, char *buf, size_t n)
+static void build_options(const problem *pr, const clkit_config *c, int split, char *buf, size_t n)
 {
     char base[512];
     clkit_config_options(c, base, sizeof base);
@@ -798,8 +866,8 @@ static void build_options(const problem *pr, const clkit_config *c, char *buf, s
         return;
     }
     if (cfg(c, "KERNEL") == KERNEL_MMA) {
-        snprintf(buf + used, n - (size_t)used, " -D A_KMAJOR=%d -D B_NMAJOR=%d%s%s", pr->as[1] != 1,
-                 pr->bs[1] != 1, mma_math(pr), pr->tma ? " -D TMA=1" : "");
+        snprintf(buf + used, n - (size_t)used, " -D A_KMAJOR=%d -D B_NMAJOR=%d%s%s%s", pr->as[1] != 1,
+                 pr->bs[1] != 1, mma_math(pr), pr->tma ? " -D TMA=1" : "", split ? " -D SPLIT_K=1" : "");
         return;
     }
     int kernel = cfg(c, "KERNEL");
@@ -833,10 +901,12 @@ static int tma_strides(const int64_t *s)
     return (uint64_t)s[0] < (1ull << 39) && (uint64_t)s[1] < (1ull << 39) && (uint64_t)s[2] < (1ull << 39);
 }
 
-/* Sets pr->tma where c is a wgmma tile and the TMA can read both operands. */
-static void tma_prepare(const clkit_context *ctx, problem *pr, const clkit_config *c)
+/* Sets pr->tma where c is a wgmma tile that walks all of K (split: 0) and the TMA can read both
+   operands. */
+static void tma_prepare(const clkit_context *ctx, problem *pr, const clkit_config *c, int split)
 {
-    pr->tma = cfg(c, "WGMMA") && clkit_matmul_tma(ctx, pr->fam) && tma_strides(pr->as) && tma_strides(pr->bs);
+    pr->tma = cfg(c, "WGMMA") && !split && clkit_matmul_tma(ctx, pr->fam) && tma_strides(pr->as) &&
+              tma_strides(pr->bs);
 }
 
 /* The context's 256 bytes where a TMA kernel's work-groups publish its two tensor maps (the
@@ -872,19 +942,6 @@ static clkit_status arg_operands(clkit_context *ctx, clkit_args *a, const proble
     return s;
 }
 
-/* Work-groups of a tensor-core tile that the device holds at once: on each compute unit as
-   many rings as its local memory takes (at most 2048 work-items, as on sm_80 and sm_90), at
-   least one. */
-static uint64_t mma_resident(const struct clkit_device_props *p, const clkit_config *c, int elem)
-{
-    int wg = cfg(c, "WARPS_M") * cfg(c, "WARPS_N") * 32;
-    uint64_t ring = ring_bytes(cfg(c, "BLOCK_M"), cfg(c, "BLOCK_N"), cfg(c, "BLOCK_K"), cfg(c, "STAGES"),
-                               elem, cfg(c, "WGMMA"));
-    uint64_t per_unit = p->local_mem_static / ring, by_threads = (uint64_t)(2048 / wg);
-    if (per_unit > by_threads) per_unit = by_threads;
-    return (per_unit < 1 ? 1 : per_unit) * p->compute_units;
-}
-
 /* Work-groups a batch for the TMA's persistent kernel (tiles of the batch): as many as stay
    resident together, shared among the batches, never more than the tiles. */
 static int64_t persistent_groups(const struct clkit_device_props *p, const problem *pr,
@@ -906,8 +963,16 @@ typedef struct mm_call {
     problem pr;
     clkit_config c;
     const clkit_matmul_epilogue *epilogue; /* NULL: C is stored */
-    int k_chunk; /* the skinny kernel's k rows a split */
+    int k_chunk; /* the k rows of a split (the skinny kernel, split tensor-core tiles) */
 } mm_call;
+
+/* Splits of K the call runs (1 where k_chunk covers K). */
+static int64_t splits_of(const mm_call *m)
+{
+    int64_t k = m->pr.k > 0 ? m->pr.k : 1;
+    return m->k_chunk > 0 ? ceil_div(k, m->k_chunk) : 1;
+}
+
 
 /* A tiled kernel (blocked or tensor-core): a work-group a tile, batches across. The TMA's
    persistent kernel walks its tiles one grid apart; a fused epilogue's short-K tiles, which
@@ -924,9 +989,10 @@ static void tile_geometry(const clkit_context *ctx, const mm_call *m, clkit_plan
                                           : (size_t)(bm / cfg(c, "THREAD_M")) * (size_t)(bn / cfg(c, "THREAD_N"));
     int64_t groups = ceil_div(pr->m, bm) * ceil_div(pr->n, bn);
     if (pr->tma && m->epilogue) groups = persistent_groups(&ctx->props, pr, c, groups);
-    plan->dims = 2;
+    plan->dims = 3;
     plan->global[0] = (size_t)groups * wg, plan->global[1] = (size_t)pr->batch;
-    plan->local[0] = wg, plan->local[1] = 1;
+    plan->global[2] = (size_t)splits_of(m);
+    plan->local[0] = wg, plan->local[1] = 1, plan->local[2] = 1;
 }
 
 static void geometry(const clkit_context *ctx, const mm_call *m, clkit_plan *plan)
@@ -979,10 +1045,13 @@ static clkit_status plan_matmul(clkit_context *ctx, void *arg, size_t wg_limit, 
     }
     int kernel = cfg(&m->c, "KERNEL");
     if (kernel == KERNEL_SKINNY) m->k_chunk = skinny_k_chunk(&ctx->props, pr, &m->c);
-    tma_prepare(ctx, pr, &m->c);
+    /* a fused epilogue needs whole sums */
+    if (kernel == KERNEL_MMA) m->k_chunk = m->epilogue ? (int)pr->k : tile_k_chunk(&ctx->props, pr, &m->c);
+    int split = kernel == KERNEL_MMA && splits_of(m) > 1;
+    tma_prepare(ctx, pr, &m->c, split);
     plan->file = files[kernel];
     snprintf(plan->name, sizeof plan->name, "%s", names[kernel]);
-    build_options(pr, &m->c, plan->options, sizeof plan->options);
+    build_options(pr, &m->c, split, plan->options, sizeof plan->options);
     if (m->epilogue) {
         size_t used = strlen(plan->options);
         snprintf(plan->options + used, sizeof plan->options - used, " %s", m->epilogue->define);
@@ -993,37 +1062,25 @@ static clkit_status plan_matmul(clkit_context *ctx, void *arg, size_t wg_limit, 
     return CLKIT_OK;
 }
 
-/* The skinny kernels' arguments: cl/matmul.h's OPERANDS, the splits' partial sums, the k rows
-   of a split. */
-static clkit_status arg_skinny(clkit_context *ctx, cl_kernel k, const mm_call *m, cl_mem part,
-                               const clkit_tensor *out, clkit_args *a)
-{
-    *a = clkit_args_of(k);
-    clkit_status s = arg_operands(ctx, a, &m->pr, out);
-    clkit_arg_mem(a, part), clkit_arg_int(a, m->k_chunk);
-    return s;
-}
-
-/* The skinny kernel; with several K splits it writes their partial sums to scratch, which
-   matmul_skinny_reduce adds in split order into C. With one split the kernel writes C itself
-   (and is handed C's buffer for the partials it never writes). */
-static clkit_status launch_skinny(clkit_context *ctx, const mm_call *m, const clkit_plan *plan,
-                                  cl_kernel k, const clkit_tensor *out)
+/* A kernel that splits K (cl/matmul.h's SPLIT_PARAMS after the operands): the splits' f32
+   partial sums in scratch and a counter a tile, whose last split adds them into C. The skinny
+   kernel takes these arguments with one split too, and then writes C itself (handed C's
+   buffer for the partials and counters it never touches). */
+static clkit_status launch_split(clkit_context *ctx, const mm_call *m, const clkit_plan *plan,
+                                 cl_kernel k, const clkit_tensor *out)
 {
     const problem *pr = &m->pr;
-    size_t splits = plan->global[1];
+    size_t splits = (size_t)splits_of(m), groups = 1;
+    for (cl_uint i = 0; i < plan->dims; i++) groups *= plan->global[i] / plan->local[i];
     size_t bytes = splits > 1 ? splits * (size_t)(pr->batch * pr->m * pr->n) * sizeof(float) : 0;
-    cl_mem part = out->buffer;
-    clkit_args a;
+    cl_mem part = out->buffer, tickets = out->buffer;
     clkit_status s = bytes ? clkit_scratch_alloc(ctx, bytes, &part) : CLKIT_OK;
-    if (s) return s;
-    if (!(s = arg_skinny(ctx, k, m, part, out, &a))) s = clkit_plan_run(ctx, plan, &a);
-    if (!s && bytes) {
-        cl_kernel reduce;
-        size_t all[3] = {(size_t)pr->n, (size_t)pr->m, (size_t)pr->batch};
-        if (!(s = clkit_get_kernel(ctx, plan->file, "matmul_skinny_reduce", plan->options, &reduce)) &&
-            !(s = arg_skinny(ctx, reduce, m, part, out, &a)))
-            s = clkit_run(ctx, &a, 3, all, NULL);
+    if (!s && bytes) s = clkit_tickets(ctx, groups / splits, &tickets);
+    clkit_args a = clkit_args_of(k);
+    if (!s) s = arg_operands(ctx, &a, pr, out);
+    if (!s) {
+        clkit_arg_mem(&a, part), clkit_arg_mem(&a, tickets), clkit_arg_int(&a, m->k_chunk);
+        s = clkit_plan_run(ctx, plan, &a);
     }
     if (bytes) clkit_scratch_release(ctx, part, bytes);
     return s;
@@ -1038,7 +1095,7 @@ static clkit_status launch_clkit(clkit_context *ctx, const problem *pr, const cl
     cl_kernel k = NULL;
     clkit_status s = clkit_plan_kernel(ctx, plan_matmul, &m, &plan, &k);
     if (s) return s;
-    if (cfg(&m.c, "KERNEL") == KERNEL_SKINNY) return launch_skinny(ctx, &m, &plan, k, out);
+    if (cfg(&m.c, "KERNEL") == KERNEL_SKINNY || splits_of(&m) > 1) return launch_split(ctx, &m, &plan, k, out);
     clkit_args a = clkit_args_of(k);
     if ((s = arg_operands(ctx, &a, &m.pr, out))) return s;
     if (e) e->args(&a, e->user);
