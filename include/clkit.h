@@ -242,7 +242,9 @@ typedef struct clkit_matmul_options {
        THREAD_M=4,THREAD_N=4,GROUP_M=8" (KERNEL 0 naive, 1 tiled, 2 register-blocked,
        3 skinny (a few rows, B streamed once): SK_COLS, SK_K, SK_M, SK_LOADS and splits, the
        work-groups K is split over (0 or absent: automatic; results are the same every run),
-       4 NVIDIA tensor cores: BLOCK_M, BLOCK_N, BLOCK_K, WARPS_M, WARPS_N, STAGES, GROUP_M;
+       4 NVIDIA tensor cores: BLOCK_M, BLOCK_N, BLOCK_K, WARPS_M, WARPS_N, STAGES, GROUP_M,
+       WGMMA (1: Hopper's wgmma) and splits, as for 3 (automatic: grids short of the
+       device's compute units split);
        5 AMD matrix cores: BLOCK_M, BLOCK_N, BLOCK_K, WAVES_M, WAVES_N, GROUP_M). */
     const char *config;
     /* f32 operands on NVIDIA tensor cores. By default they run there as 3xTF32 (each operand
