@@ -50,8 +50,11 @@ inline void epilogue(__global C_T *C, long idx, float acc, float alpha, float be
    zeroed once (clkit_tickets). */
 #define SPLIT_PARAMS , __global float *P, volatile __global uint *tickets, int k_chunk
 
-/* Orders a work-item's global accesses for the whole device. OpenCL 1.2's mem_fence is only
-   work-group wide on ROCm, and NVIDIA's own scope is explicit in PTX. */
+/* Orders a work-item's global accesses for the whole device: NVIDIA's and AMD's device-scope
+   fences. OpenCL 1.2 itself orders memory only within a work-group (ROCm compiles mem_fence
+   to a work-group fence), so elsewhere this is mem_fence and the hardware's own ordering: a
+   CPU's (PoCL: x86 stores are seen in order, and the atomic is a full barrier). oclgrind, which
+   models OpenCL 1.2, reports the last split's reads of the partials as races. */
 #if defined(CLKIT_NV_SM) && CLKIT_NV_SM >= 70
 #define DEVICE_FENCE() __asm__ volatile("fence.acq_rel.gpu;" ::: "memory")
 #elif defined(CLKIT_NV_SM)
