@@ -787,6 +787,22 @@ START_TEST(skinny_deterministic)
 }
 END_TEST
 
+/* The context's split counters grow past their first 1024 (a batch of 80 x 16 column blocks)
+   and serve a small call again after: each call's last split is still the one that sums. */
+START_TEST(split_counters_grow)
+{
+    clkit_context *ctx = tu_ctx();
+    for (int i = 0; i < 3; i++) {
+        run r = basic(1, 1000, 777);
+        r.opt.config = skinny_configs[1];
+        r.batch = i == 1 ? 80 : 2;
+        r.opt.beta = 0.5f;
+        check_run(ctx, &r, i == 1 ? "split counters: 1280 blocks" : "split counters: 32 blocks");
+    }
+    clkit_context_release(ctx);
+}
+END_TEST
+
 /* Tensor-core tiles with K split over work-groups (NVIDIA): mma.sync and wgmma tiles forced
    with splits whose last is ragged or shorter than a slice, in each operand layout and
    16-bit dtype pair; batches with a broadcast operand, alpha, beta and activations across the
@@ -894,6 +910,7 @@ int main(void)
     tcase_add_test(tc, skinny_boundaries);
     tcase_add_test(tc, skinny_strides);
     tcase_add_test(tc, skinny_deterministic);
+    tcase_add_test(tc, split_counters_grow);
     tcase_add_test(tc, tile_split);
     suite_add_tcase(s, tc);
     return tu_run(s);
