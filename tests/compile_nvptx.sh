@@ -74,7 +74,7 @@ build() {
 # matmul TABLE DTYPE: each tile of host/ops/matmul.c's TABLE with DTYPE operands (F16, or F32
 # through TF32 and through 3xTF32) in every operand layout into f32, for sm_80 and sm_90; F16 tiles also bf16 -> bf16
 matmul() {
-  local tiles tile
+  local tiles tile splits
   tiles=$(table "$root/host/ops/matmul.c" "$1")
   [ -n "$tiles" ] || { echo "no $1 table in host/ops/matmul.c"; fail=$((fail + 1)); }
   for s in $tiles; do
@@ -84,9 +84,11 @@ matmul() {
       [ "$((st * (bm + bn) * bk * $([ "$2" = F32 ] && echo 4 || echo 2)))" -le "$(local_limit "$sm")" ] || continue
       for layout in "1 0" "1 1" "0 0" "0 1"; do
         read -r ak bn_ <<<"$layout"
+        # split-K in the first layout only (the epilogue is all it changes)
+        splits=("")
+        [ "$layout" = "1 0" ] && splits+=("-D SPLIT_K=1")
         for math in $([ "$2" = F32 ] && echo "TF32 TF32X3" || echo "$2"); do
-          # split-K in the first layout only (the epilogue is all it changes)
-          for split in "" $([ "$layout" = "1 0" ] && echo "-D SPLIT_K=1"); do
+          for split in "${splits[@]}"; do
             # shellcheck disable=SC2086,SC2046 # $tile is a list of flags; the TF32 flags too
             build "${bm}x${bn}x${bk} w${wm}x${wn} s$st $math A_KMAJOR=$ak B_NMAJOR=$bn_ $split" "$sm" nv/matmul_mma.cl \
               $tile -D A_DTYPE="$2" -D B_DTYPE="$2" -D C_DTYPE=F32 -D A_KMAJOR="$ak" -D B_NMAJOR="$bn_" \
