@@ -765,8 +765,10 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void matmul_mma(OPE
     }
 #endif
 #if defined(SPLIT_K)
-    __local uint last;
-    split_epilogue(acc, tile, wm, wn, lane, tid, as, &last, P, tickets, C, c_sm, c_sn, M, N, alpha, beta, act, slope);
+    /* split_last's flag takes the ring's first word, free by then: a variable of its own would
+       push rings of exactly sm_80's 48 KiB past it. */
+    split_epilogue(acc, tile, wm, wn, lane, tid, as, (__local uint *)as, P, tickets, C, c_sm, c_sn, M, N, alpha,
+                   beta, act, slope);
 #else
     mma_epilogue(acc, tile, wm, wn, lane, tid, as, bs, 0, 0, C, c_sm, c_sn, M, N, alpha, beta, act, slope EPI_ARGS);
 #endif
