@@ -425,91 +425,84 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_bwd_dkdv(
    work-group takes ROWS query rows of one kv head (rows i = (query head within the group) x Lq
    + query; every query head of a group reads the same K and V, so each is read once for all
    of them: the traffic is the KV cache's size, which bounds decoding) and a chunk of `chunk`
-   keys. It scores the chunk into local memory, takes the chunk's softmax against the chunk's
-   own row max, and writes an unnormalised partial output with that max and sum;
-   attn_decode_merge rescales the splits into o and lse, in split order (deterministic).
-   Causal masks as the forward does (hidden() in attention.h; the host passes Lk for no mask).
+   keys, which it walks a tile at a time with the forward's online softmax. The tile's K and V
+   go through local memory; the next tile's loads are issued before the current tile is
+   scored, so every work-group always has a tile of both in flight, and nothing waits between
+   the scores and P V. Each split writes an unnormalised partial output with its max and sum;
+   the last split of a row block to finish (common.h's split_last) rescales them into o and lse
+   in split order (deterministic), so a decode step is one launch. Causal masks as the forward
+   does (hidden() in attention.h; the host passes Lk for no mask).
 
-   Decoding is bound by reading K and V, so both are read in whole 16-byte pieces (VEC
-   elements) by neighbouring work-items, a row by OCTS of them, with several pieces in flight a
-   work-item: K through a local tile (the next tile's loads are issued before the current one
-   is scored, so that they overlap), V straight into the P V sums.
+   A row's running max is the work-group's: a score above it raises the row's entry in rmax
+   (ordered bits, local atomic max), which after the first tile happens rarely; probabilities
+   are taken once per score, by the work-item that scored it.
 
-   Compile-time constants: HEAD_DIM, ROWS (1 to 8), the dtype, DENSE_D when k and v have a
-   contiguous head dimension, ALIGNED_KV when every row of them also starts on 16 bytes. */
+   Compile-time constants: HEAD_DIM, ROWS (1, 2, 4 or 8), the dtype, DENSE_D when k and v have
+   a contiguous head dimension, ALIGNED_KV when every row of them also starts on 16 bytes. */
 #define DEC_WG 128
-#define DEC_SCORES 4096             /* floats of scores a work-group holds: ROWS x its chunk */
-#define PART (HEAD_DIM + 2)         /* a partial result: o (unnormalised), max, sum */
 #define PIECE_BYTES 16
 #define VEC (PIECE_BYTES / (int)sizeof(elem_t)) /* elements of a 16-byte piece */
 #define OCTS (HEAD_DIM / VEC)       /* pieces of a row */
-#define SLICES (DEC_WG / OCTS)      /* rows of V read at once by P V */
-#define V_LOADS 16                  /* rows of V in flight a work-item */
-/* K tile: 16 KB of keys (at most 128), each row padded by one piece so that neighbouring
-   keys' rows start in different banks; every work-item loads K_LOADS pieces of it. */
-#define KT_KEYS (16384 / (HEAD_DIM * (int)sizeof(elem_t)) < 128 ? 16384 / (HEAD_DIM * (int)sizeof(elem_t)) : 128)
+#define SLICES (DEC_WG / OCTS)      /* keys P V takes at once */
+/* A tile: 16 KB of keys (at most 128) and their values, through local memory; K's rows padded
+   by one piece so that neighbouring keys' rows start in different banks. A work-item holds its
+   TILE_LOADS pieces of each of the next tile in registers while the current one is used,
+   scores one key for a share of the rows, and multiplies TILE_LOADS values. */
+#define ROW_BYTES (HEAD_DIM * (int)sizeof(elem_t))
+#define T_KEYS (16384 / ROW_BYTES < 128 ? 16384 / ROW_BYTES : 128)
 #define KT_LD (HEAD_DIM + VEC)
-#define K_LOADS (KT_KEYS * OCTS / DEC_WG)
-#define KT_GROUPS (DEC_WG / KT_KEYS) /* work-items that score one key, a share of the rows each */
+#define KT_BYTES (T_KEYS * KT_LD * (int)sizeof(elem_t))
+#define STAGE_BYTES (KT_BYTES + T_KEYS * ROW_BYTES)
+#define TILE_LOADS (T_KEYS * OCTS / DEC_WG)
+#define KT_GROUPS (DEC_WG / T_KEYS) /* work-items that score one key, a share of the rows each */
 #define KT_ROWS ((ROWS + KT_GROUPS - 1) / KT_GROUPS)
 
-/* Pieces as raw bits (bits_of) and as floats (floatv), from global or local memory. */
+/* Pieces travel as uint4 (a ushort8 would take eight registers); elements are bits_of, and
+   floatv from local memory. */
 #if defined(DTYPE_F32)
 typedef uint bits_of;
-typedef uint4 piece_bits;
 typedef float4 floatv;
 #define DOTV(a, b) dot(a, b)
 #define LOCAL_PIECE(p) as_float4(*(__local const uint4 *)(p))
-#define ALIGNED_PIECE(p) (*(const __global float4 *)(p))
-#define DENSE_PIECE(p) vload4(0, p)
 #define RAW_DENSE(p) vload4(0, (const __global uint *)(p))
-#define GATHER(t, a, b, c, d, e, f, g, h) (t)(a, b, c, d) /* the first VEC of eight strided loads */
+#define GATHER(a, b, c, d, e, f, g, h) (uint4)(a, b, c, d) /* the first VEC of eight strided loads */
 #else
 typedef ushort bits_of;
-typedef ushort8 piece_bits;
 typedef float8 floatv;
 #define DOTV(a, b) (dot((a).lo, (b).lo) + dot((a).hi, (b).hi))
-#define RAW_DENSE(p) vload8(0, (const __global ushort *)(p))
-#define GATHER(t, a, b, c, d, e, f, g, h) (t)(a, b, c, d, e, f, g, h)
+#define RAW_DENSE(p) as_uint4(vload8(0, (const __global ushort *)(p)))
+#define GATHER(a, b, c, d, e, f, g, h) as_uint4((ushort8)(a, b, c, d, e, f, g, h))
 #if defined(DTYPE_F16)
 #define LOCAL_PIECE(p) vloada_half8(0, (__local const half *)(p))
-#define ALIGNED_PIECE(p) vloada_half8(0, p)
-#define DENSE_PIECE(p) vload_half8(0, p)
 #else
 #define LOCAL_PIECE(p) bf16x8_to_f32(*(__local const ushort8 *)(p))
-#define ALIGNED_PIECE(p) bf16x8_to_f32(*(const __global ushort8 *)(p))
-#define DENSE_PIECE(p) bf16x8_to_f32(vload8(0, p))
 #endif
 #endif
 
-/* Piece c of a row, raw (for the local tile) and as floats (ds: the head dimension's stride). */
-INLINE piece_bits raw_piece(__global const elem_t *row, int c, long ds)
+/* Piece c of a row, raw (ds: the head dimension's stride). */
+INLINE uint4 raw_piece(__global const elem_t *row, int c, long ds)
 {
 #if defined(ALIGNED_KV)
-    return *(const __global piece_bits *)(row + c * VEC);
+    return *(const __global uint4 *)(row + c * VEC);
 #elif defined(DENSE_D)
     return RAW_DENSE(row + c * VEC);
 #else
     __global const bits_of *p = (__global const bits_of *)row + c * VEC * ds;
-    return GATHER(piece_bits, p[0], p[ds], p[2 * ds], p[3 * ds], p[4 * ds], p[5 * ds], p[6 * ds], p[7 * ds]);
+    return GATHER(p[0], p[ds], p[2 * ds], p[3 * ds], p[4 * ds], p[5 * ds], p[6 * ds], p[7 * ds]);
 #endif
 }
 
-INLINE floatv float_piece(__global const elem_t *row, int c, long ds)
+/* Floats as ints in the same order, for atomic_max (the map is its own inverse). */
+INLINE int ordered_bits(float f)
 {
-#if defined(ALIGNED_KV)
-    return ALIGNED_PIECE(row + c * VEC);
-#elif defined(DENSE_D)
-    return DENSE_PIECE(row + c * VEC);
-#else
-    row += c * VEC * ds;
-    return GATHER(floatv, LOAD(row, 0), LOAD(row, ds), LOAD(row, 2 * ds), LOAD(row, 3 * ds), LOAD(row, 4 * ds),
-                  LOAD(row, 5 * ds), LOAD(row, 6 * ds), LOAD(row, 7 * ds));
-#endif
+    int i = as_int(f);
+    return i >= 0 ? i : i ^ 0x7fffffff;
 }
 
-/* x[r] = the work-group's max (or sum) of x[r] over its work-items, for every row. */
-INLINE void rows_reduce(float *x, __local float (*red)[DEC_WG], int tid, int is_max)
+INLINE float ordered_float(int i) { return as_float(i >= 0 ? i : i ^ 0x7fffffff); }
+
+/* x[r] = the sum of x[r] over the work-group's work-items, for every row. */
+INLINE void rows_sum(float *x, __local float (*red)[DEC_WG], int tid)
 {
     #pragma unroll
     for (int r = 0; r < ROWS; r++) red[r][tid] = x[r];
@@ -517,8 +510,7 @@ INLINE void rows_reduce(float *x, __local float (*red)[DEC_WG], int tid, int is_
     for (int step = DEC_WG / 2; step > 0; step /= 2) {
         if (tid < step)
             #pragma unroll
-            for (int r = 0; r < ROWS; r++)
-                red[r][tid] = is_max ? fmax(red[r][tid], red[r][tid + step]) : red[r][tid] + red[r][tid + step];
+            for (int r = 0; r < ROWS; r++) red[r][tid] += red[r][tid + step];
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     #pragma unroll
@@ -526,32 +518,46 @@ INLINE void rows_reduce(float *x, __local float (*red)[DEC_WG], int tid, int is_
     barrier(CLK_LOCAL_MEM_FENCE);
 }
 
-/* This work-item's pieces of the K tile at key t0 of the chunk (n keys from k0: rows past the
-   chunk repeat its last one, so that no load leaves the tensor; their scores are dropped). */
-INLINE void load_k_tile(piece_bits *kr, __global const elem_t *kh, long rs, long ds, int k0, int n,
-                        int t0, int tid)
+/* This work-item's pieces of the tile at key t0 of the chunk (n keys from k0: rows past the
+   chunk repeat its last one, so that no load leaves the tensor; they are never used). */
+INLINE void load_tile(uint4 *kr, uint4 *vr, __global const elem_t *kh, long k_rs, long k_ds,
+                      __global const elem_t *vh, long v_rs, long v_ds, int k0, int n, int t0, int tid)
 {
     #pragma unroll
-    for (int u = 0; u < K_LOADS; u++) {
-        int e = tid + u * DEC_WG, j = min(t0 + e / OCTS, n - 1);
-        kr[u] = raw_piece(kh + (long)(k0 + j) * rs, e % OCTS, ds);
+    for (int u = 0; u < TILE_LOADS; u++) {
+        int e = tid + u * DEC_WG, j = k0 + min(t0 + e / OCTS, n - 1);
+        kr[u] = raw_piece(kh + (long)j * k_rs, e % OCTS, k_ds);
+        vr[u] = raw_piece(vh + (long)j * v_rs, e % OCTS, v_ds);
     }
 }
 
-/* Scores of the staged tile's keys t0 .. into sc (scaled to log2 units; hidden ones -inf):
-   work-item (key j, group) takes every KT_GROUPS-th row, reading the key's row from the tile
-   once for all of them and q (the same for a warp's work-items) by broadcast. */
-INLINE void score_k_tile(__local float (*sc)[DEC_SCORES / ROWS], __local const bits_of *kt,
-                         __local const floatv (*qf)[OCTS], int k0, int n, int t0, int i0, int rows,
-                         int Lq, int diag, int tid)
+INLINE void stage_tile(__local uchar *slot, const uint4 *kr, const uint4 *vr, int tid)
 {
-    int j = tid % KT_KEYS, grp = tid / KT_KEYS;
-    if (t0 + j >= n) return;
-    float s[KT_ROWS];
+    __local bits_of *kt = (__local bits_of *)slot, *vt = (__local bits_of *)(slot + KT_BYTES);
+    #pragma unroll
+    for (int u = 0; u < TILE_LOADS; u++) {
+        int e = tid + u * DEC_WG;
+        *(__local uint4 *)(kt + (e / OCTS) * KT_LD + (e % OCTS) * VEC) = kr[u];
+        *(__local uint4 *)(vt + e * VEC) = vr[u];
+    }
+}
+
+/* Scores of the staged tile's keys t0 .. into s (log2 units; hidden ones and keys past the
+   chunk -inf) and sc: work-item (key j, group) takes every KT_GROUPS-th row, reading the key's
+   row once for all of them and q (the same for a warp's work-items) by broadcast. A score
+   above the row's running max mrun raises rmax. */
+INLINE void score_tile(float *s, __local float (*sc)[T_KEYS], __local const uchar *tile,
+                       __local const floatv (*qf)[OCTS], volatile __local int *rmax,
+                       __local const float *mrun, int k0, int n, int t0, int i0, int rows, int Lq,
+                       int diag, int tid)
+{
+    int j = tid % T_KEYS, grp = tid / T_KEYS;
+    __local const bits_of *kt = (__local const bits_of *)tile + j * KT_LD;
     #pragma unroll
     for (int i = 0; i < KT_ROWS; i++) s[i] = 0.0f;
+    #pragma unroll 2
     for (int c = 0; c < OCTS; c++) {
-        floatv kv = LOCAL_PIECE(kt + j * KT_LD + c * VEC);
+        floatv kv = LOCAL_PIECE(kt + c * VEC);
         #pragma unroll
         for (int i = 0; i < KT_ROWS; i++)
             if (grp + i * KT_GROUPS < ROWS) s[i] += DOTV(qf[grp + i * KT_GROUPS][c], kv);
@@ -559,55 +565,74 @@ INLINE void score_k_tile(__local float (*sc)[DEC_SCORES / ROWS], __local const b
     #pragma unroll
     for (int i = 0; i < KT_ROWS; i++) {
         int r = grp + i * KT_GROUPS;
-        if (r < ROWS) sc[r][t0 + j] = r < rows && !hidden(k0 + t0 + j, (i0 + r) % Lq, diag) ? s[i] : -INFINITY;
+        if (r >= ROWS) continue;
+        if (t0 + j >= n || r >= rows || hidden(k0 + t0 + j, (i0 + r) % Lq, diag)) s[i] = -INFINITY;
+        sc[r][j] = s[i];
+        if (s[i] > mrun[r]) atomic_max(&rmax[r], ordered_bits(s[i]));
     }
 }
 
-/* Every row's scores of the chunk's n keys, a K tile at a time. */
-INLINE void decode_scores(__local float (*sc)[DEC_SCORES / ROWS], __local bits_of *kt,
-                          __local const floatv (*qf)[OCTS], __global const elem_t *kh, long rs,
-                          long ds, int k0, int n, int i0, int rows, int Lq, int diag, int tid)
+/* The scores in sc become probabilities against the rows' new maxima (rmax), and this
+   work-item's share of each row's sum is rescaled to them (lsum: its rows, as in score_tile). */
+INLINE void tile_probs(const float *s, float *lsum, __local float (*sc)[T_KEYS], volatile __local int *rmax,
+                       __local const float *mrun, int tid)
 {
-    piece_bits kr[K_LOADS];
-    if (n > 0) load_k_tile(kr, kh, rs, ds, k0, n, 0, tid);
-    for (int t0 = 0; t0 < n; t0 += KT_KEYS) {
-        barrier(CLK_LOCAL_MEM_FENCE);
-        #pragma unroll
-        for (int u = 0; u < K_LOADS; u++) {
-            int e = tid + u * DEC_WG;
-            *(__local piece_bits *)(kt + (e / OCTS) * KT_LD + (e % OCTS) * VEC) = kr[u];
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        if (t0 + KT_KEYS < n) load_k_tile(kr, kh, rs, ds, k0, n, t0 + KT_KEYS, tid);
-        score_k_tile(sc, kt, qf, k0, n, t0, i0, rows, Lq, diag, tid);
+    int j = tid % T_KEYS, grp = tid / T_KEYS;
+    #pragma unroll
+    for (int i = 0; i < KT_ROWS; i++) {
+        int r = grp + i * KT_GROUPS;
+        if (r >= ROWS) continue;
+        float mn = ordered_float(rmax[r]), p = s[i] == -INFINITY ? 0.0f : exp2(s[i] - mn);
+        lsum[i] = (mn == -INFINITY ? lsum[i] : lsum[i] * exp2(mrun[r] - mn)) + p;
+        sc[r][j] = p;
     }
-    barrier(CLK_LOCAL_MEM_FENCE);
 }
 
-/* o[r] += P[r][j] V[j] over the chunk's n keys: work-item (piece c, slice) reads piece c of
-   V_LOADS rows at a time, every load before the multiplies. */
-INLINE void decode_product(floatv *o, __local float (*sc)[DEC_SCORES / ROWS], __global const elem_t *vh,
-                           long rs, long ds, int k0, int n, int tid)
+/* o[r] = o[r] rescaled to the new max + P[r][j] V[j] over the tile's keys: work-item (piece
+   c, slice) takes piece c of every SLICES-th key. */
+INLINE void tile_product(floatv *o, float *m, __local float (*sc)[T_KEYS], __local const uchar *tile,
+                         volatile __local int *rmax, int n, int t0, int tid)
 {
     int c = tid % OCTS, slice = tid / OCTS;
-    for (int j0 = slice; j0 < n; j0 += V_LOADS * SLICES) {
-        floatv vv[V_LOADS];
+    __local const bits_of *vt = (__local const bits_of *)(tile + KT_BYTES) + c * VEC;
+    #pragma unroll
+    for (int r = 0; r < ROWS; r++) {
+        float mn = ordered_float(rmax[r]);
+        o[r] *= mn == -INFINITY ? 1.0f : exp2(m[r] - mn);
+        m[r] = mn;
+    }
+    #pragma unroll
+    for (int u = 0; u < TILE_LOADS; u++) {
+        int j = slice + u * SLICES;
+        if (t0 + j >= n) break;
+        floatv vv = LOCAL_PIECE(vt + j * HEAD_DIM);
         #pragma unroll
-        for (int u = 0; u < V_LOADS; u++)
-            vv[u] = float_piece(vh + (long)(k0 + min(j0 + u * SLICES, n - 1)) * rs, c, ds);
-        #pragma unroll
-        for (int u = 0; u < V_LOADS; u++) {
-            int j = j0 + u * SLICES;
-            #pragma unroll
-            for (int r = 0; r < ROWS; r++) o[r] += (j < n ? sc[r][min(j, n - 1)] : 0.0f) * vv[u];
-        }
+        for (int r = 0; r < ROWS; r++) o[r] += sc[r][j] * vv;
     }
 }
 
-/* The slices' sums of o meet in local memory (the scores' space, which holds RB rows of
-   every work-item's piece at a time: RB divides ROWS, a power of two) and go out as the
-   split's partial result. */
-#define RB (DEC_SCORES / (DEC_WG * VEC) < ROWS ? DEC_SCORES / (DEC_WG * VEC) : ROWS)
+/* The online softmax over one staged tile (keys t0 .. of the chunk). */
+typedef struct dec_state {
+    floatv o[ROWS];   /* P V so far, against the running maxima m */
+    float m[ROWS], s[KT_ROWS], lsum[KT_ROWS]; /* s, lsum: this work-item's scores and share of the sums */
+} dec_state;
+
+INLINE void tile_step(dec_state *st, __local float (*sc)[T_KEYS], __local const uchar *tile,
+                      __local const floatv (*qf)[OCTS], volatile __local int *rmax, __local float *mrun,
+                      int k0, int n, int t0, int i0, int rows, int Lq, int diag, int tid)
+{
+    score_tile(st->s, sc, tile, qf, rmax, mrun, k0, n, t0, i0, rows, Lq, diag, tid);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    tile_probs(st->s, st->lsum, sc, rmax, mrun, tid);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (tid < ROWS) mrun[tid] = ordered_float(rmax[tid]);
+    tile_product(st->o, st->m, sc, tile, rmax, n, t0, tid);
+}
+
+/* The slices' sums of o meet in local memory (the stage, which holds RB rows of every
+   work-item's piece at a time: RB divides ROWS) and go out as the split's partial result. */
+#define RB_MAX (STAGE_BYTES / (DEC_WG * VEC * 4))
+#define RB (ROWS <= RB_MAX ? ROWS : ROWS / 2 <= RB_MAX ? ROWS / 2 : ROWS / 4 <= RB_MAX ? ROWS / 4 : 1)
 INLINE void decode_store(__global float *out, long row_st, const floatv *o, __local float *po, int rows,
                          int tid)
 {
@@ -628,78 +653,62 @@ INLINE void decode_store(__global float *out, long row_st, const floatv *o, __lo
     }
 }
 
-/* Grid (B x Hkv x row blocks x DEC_WG, splits). part: (B, Hkv, group x Lq, splits, PART). */
+/* part, tickets: attention.h's decode_block; a counter a row block. */
 __kernel __attribute__((reqd_work_group_size(DEC_WG, 1, 1))) void attn_decode(
-    IN(q), IN(k), IN(v), __global float *part, int Hq, int group, int Lq, int Lk, int diag,
-    float scale2, int chunk)
+    IN(q), IN(k), IN(v), OUT(o), __global float *lse, long lse_off, long4 lse_st, __global float *part,
+    volatile __global uint *tickets, int Hq, int group, int Lq, int Lk, int diag, float scale2, int chunk)
 {
     __local floatv qf[ROWS][OCTS];
-    __local float sc[ROWS][DEC_SCORES / ROWS] __attribute__((aligned(sizeof(floatv))));
-    __local bits_of kt[KT_KEYS * KT_LD] __attribute__((aligned(PIECE_BYTES)));
-    __local float red[ROWS][DEC_WG];
-    int tid = get_local_id(0), Hkv = Hq / group, R = group * Lq, blocks = (R + ROWS - 1) / ROWS;
-    int bg = get_group_id(0) / blocks, i0 = get_group_id(0) % blocks * ROWS, b = bg / Hkv, g = bg % Hkv;
-    int split = get_group_id(1), splits = get_num_groups(1), rows = min(ROWS, R - i0), qmax = 0;
-    for (int r = 0; r < rows; r++) qmax = max(qmax, (i0 + r) % Lq);
-    /* Keys past the last one any of the rows sees are skipped. */
-    int k0 = split * chunk, k1 = (int)clamp(min((long)k0 + chunk, (long)qmax + diag + 1), (long)k0, (long)Lk);
-    int n = k1 - k0;
+    __local float sc[ROWS][T_KEYS];
+    __local uchar stage[STAGE_BYTES] __attribute__((aligned(PIECE_BYTES)));
+    __local int rmax[ROWS];
+    __local float mrun[ROWS];
+    __local uint last;
+    int tid = get_local_id(0);
+    dec_block blk = decode_block(Hq, group, Lq, Lk, diag, chunk);
+    int k0 = blk.k0, n = blk.n, i0 = blk.i0, rows = blk.rows;
     for (int e = tid; e < ROWS * HEAD_DIM; e += DEC_WG) {
-        int r = e / HEAD_DIM, d = e % HEAD_DIM, i = i0 + min(r, rows - 1), h = g * group + i / Lq;
-        __global const elem_t *qp = q + HEAD(q, b, h) + (long)(i % Lq) * q_st.s2;
+        int r = e / HEAD_DIM, d = e % HEAD_DIM, i = i0 + min(r, rows - 1), h = blk.g * group + i / Lq;
+        __global const elem_t *qp = q + HEAD(q, blk.b, h) + (long)(i % Lq) * q_st.s2;
         ((__local float *)qf)[e] = r < rows ? LOAD(qp, d * q_st.s3) * scale2 : 0.0f;
     }
-    decode_scores(sc, kt, qf, k + HEAD(k, b, g), k_st.s2, k_st.s3, k0, n, i0, rows, Lq, diag, tid);
+    if (tid < ROWS) rmax[tid] = ordered_bits(-INFINITY), mrun[tid] = -INFINITY;
 
-    float m[ROWS], l[ROWS];
+    __global const elem_t *kh = k + HEAD(k, blk.b, blk.g), *vh = v + HEAD(v, blk.b, blk.g);
+    dec_state st;
     #pragma unroll
-    for (int r = 0; r < ROWS; r++) m[r] = -INFINITY, l[r] = 0.0f;
-    for (int j = tid; j < n; j += DEC_WG)
-        #pragma unroll
-        for (int r = 0; r < ROWS; r++) m[r] = fmax(m[r], sc[r][j]);
-    rows_reduce(m, red, tid, 1);
-    /* A row that sees no key of the chunk keeps max -inf and sum 0 (subtracting 0 gives P 0). */
-    for (int j = tid; j < n; j += DEC_WG)
-        #pragma unroll
-        for (int r = 0; r < ROWS; r++) {
-            float p = exp2(sc[r][j] - (m[r] == -INFINITY ? 0.0f : m[r]));
-            sc[r][j] = p;
-            l[r] += p;
-        }
-    rows_reduce(l, red, tid, 0);
+    for (int r = 0; r < ROWS; r++) st.m[r] = -INFINITY, st.o[r] = (floatv)(0.0f);
+    #pragma unroll
+    for (int i = 0; i < KT_ROWS; i++) st.lsum[i] = 0.0f;
+    uint4 kr[TILE_LOADS], vr[TILE_LOADS];
+    if (n > 0) load_tile(kr, vr, kh, k_st.s2, k_st.s3, vh, v_st.s2, v_st.s3, k0, n, 0, tid);
+    for (int t0 = 0; t0 < n; t0 += T_KEYS) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        stage_tile(stage, kr, vr, tid);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (t0 + T_KEYS < n) load_tile(kr, vr, kh, k_st.s2, k_st.s3, vh, v_st.s2, v_st.s3, k0, n, t0 + T_KEYS, tid);
+        tile_step(&st, sc, stage, qf, rmax, mrun, k0, n, t0, i0, rows, Lq, diag, tid);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
 
-    floatv o[ROWS];
+    float l[ROWS];
     #pragma unroll
-    for (int r = 0; r < ROWS; r++) o[r] = (floatv)(0.0f);
-    decode_product(o, sc, v + HEAD(v, b, g), v_st.s2, v_st.s3, k0, n, tid);
-    __global float *out = part + ((long)bg * R + i0) * splits * PART + (long)split * PART;
-    decode_store(out, (long)splits * PART, o, &sc[0][0], rows, tid);
+    for (int r = 0; r < ROWS; r++) {
+        l[r] = 0.0f;
+        #pragma unroll
+        for (int i = 0; i < KT_ROWS; i++)
+            if (tid / T_KEYS + i * KT_GROUPS == r) l[r] += st.lsum[i];
+    }
+    rows_sum(l, (__local float (*)[DEC_WG])stage, tid);
+    __global float *out = decode_part(part, &blk);
+    long row_st = (long)blk.splits * PART;
+    decode_store(out, row_st, st.o, (__local float *)stage, rows, tid);
     if (tid == 0)
         #pragma unroll
         for (int r = 0; r < ROWS; r++)
-            if (r < rows) out[(long)r * splits * PART + HEAD_DIM] = m[r], out[(long)r * splits * PART + HEAD_DIM + 1] = l[r];
-}
-
-/* Grid (B x Hq x Lq x HEAD_DIM): o[b, h, t, d] and lse from the splits' partial results, each
-   rescaled from its own max to the common one. A row no split saw a key for gets o = 0 and
-   lse = -inf, as the forward gives it. */
-__kernel void attn_decode_merge(__global const float *part, int splits, OUT(o), __global float *lse,
-                                long lse_off, long4 lse_st, int Hq, int group, int Lq)
-{
-    long gid = get_global_id(0), row = gid / HEAD_DIM;
-    int d = (int)(gid % HEAD_DIM), t = (int)(row % Lq), bh = (int)(row / Lq), b = bh / Hq, h = bh % Hq;
-    int Hkv = Hq / group, R = group * Lq, i = (h % group) * Lq + t;
-    __global const float *in = part + (((long)b * Hkv + h / group) * R + i) * splits * PART;
-    float mx = -INFINITY, sum = 0.0f, acc = 0.0f;
-    for (int s = 0; s < splits; s++) mx = fmax(mx, in[s * PART + HEAD_DIM]);
-    if (mx != -INFINITY)
-        for (int s = 0; s < splits; s++) {
-            float w = exp2(in[s * PART + HEAD_DIM] - mx);
-            sum += w * in[s * PART + HEAD_DIM + 1];
-            acc += w * in[s * PART + d];
-        }
-    STORE(o, HEAD(o, b, h) + t * o_st.s2 + d * o_st.s3, sum > 0.0f ? acc / sum : 0.0f);
-    if (lse && d == 0)
-        lse[lse_off + b * lse_st.s0 + h * lse_st.s1 + t * lse_st.s2] = sum > 0.0f ? (mx + log2(sum)) * LN2 : -INFINITY;
+            if (r < rows) out[r * row_st + HEAD_DIM] = st.m[r], out[r * row_st + HEAD_DIM + 1] = l[r];
+    if (split_last(tickets + get_group_id(0), blk.splits, &last))
+        decode_merge(out - (long)blk.split * PART, o, o_off, o_st, lse, lse_off, lse_st, (__local float *)stage,
+                     &blk, group, Lq, tid, DEC_WG);
 }
 #endif

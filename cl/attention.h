@@ -86,6 +86,100 @@ __kernel void attn_bwd_delta(IN(o), IN(dout), __global float *delta, int Hq, int
     delta[(long)bh * Lq + i] = sum;
 }
 #endif
+
+#if defined(ATTN_DECODE)
+/* Flash-decoding's shared parts (cl/attention.cl's attn_decode, cl/nv/attention_mma.cl's
+   attn_decode_mma): a work-group takes ROWS query rows of one kv head (row i = (query head
+   within the group) x Lq + query) and a chunk of the keys, writes an unnormalised partial
+   output with its max and sum (log2 units) to part (B, Hkv, group x Lq, splits, PART), and the
+   last split of a row block to finish merges them. Grid (B x Hkv x row blocks x work-group,
+   splits). */
+#define DEC_MAX_SPLITS 128 /* the host's cap: the merge's weights fit local memory */
+#define PART (HEAD_DIM + 2) /* a partial result: o (unnormalised), max, sum */
+
+typedef struct dec_block {
+    int b, g, bg, i0, rows, R; /* batch, kv head, their pair, first row, rows, rows a kv head */
+    int split, splits, k0, n;   /* this split of the keys: n keys from k0 */
+} dec_block;
+
+INLINE dec_block decode_block(int Hq, int group, int Lq, int Lk, int diag, int chunk)
+{
+    dec_block k;
+    int Hkv = Hq / group, blocks;
+    k.R = group * Lq, blocks = (k.R + ROWS - 1) / ROWS;
+    k.bg = get_group_id(0) / blocks, k.i0 = get_group_id(0) % blocks * ROWS;
+    k.b = k.bg / Hkv, k.g = k.bg % Hkv;
+    k.split = get_group_id(1), k.splits = get_num_groups(1), k.rows = min(ROWS, k.R - k.i0);
+    int qmax = 0;
+    for (int r = 0; r < k.rows; r++) qmax = max(qmax, (k.i0 + r) % Lq);
+    /* Keys past the last one any of the rows sees are skipped. */
+    k.k0 = k.split * chunk;
+    int k1 = (int)clamp(min((long)k.k0 + chunk, (long)qmax + diag + 1), (long)k.k0, (long)Lk);
+    k.n = k1 - k.k0;
+    return k;
+}
+
+/* Where this split's partial result of the block's first row goes (rows splits x PART apart). */
+INLINE __global float *decode_part(__global float *part, const dec_block *k)
+{
+    return part + ((long)k->bg * k->R + k->i0) * k->splits * PART + (long)k->split * PART;
+}
+
+/* The last split's work: the row block's o and lse from every split's partial result (from
+   part, at split 0 of the block's first row), each rescaled from its own max to the common
+   one, summed in split order. A row no split saw a key for gets o = 0 and lse = -inf, as the
+   forward gives it. w: local memory for (2 ROWS DEC_MAX_SPLITS + 2 ROWS) floats. The loops
+   count passes per work-group (wg work-items): PoCL 3.1 ran `for (e = tid; e < n; e += wg)`
+   past n inside the branch on split_last. */
+INLINE void decode_merge(__global const float *in, __global elem_t *o, long o_off, long4 o_st,
+                         __global float *lse, long lse_off, long4 lse_st, __local float *w,
+                         const dec_block *k, int group, int Lq, int tid, int wg)
+{
+    __local float *wl = w + ROWS * DEC_MAX_SPLITS, *mx = wl + ROWS * DEC_MAX_SPLITS, *sum = mx + ROWS;
+    int rows = k->rows, splits = k->splits;
+    long row_st = (long)splits * PART;
+    for (int e0 = 0; e0 < rows * splits; e0 += wg) {
+        int e = e0 + tid, r = e / splits, s = e % splits;
+        if (e < rows * splits) w[r * DEC_MAX_SPLITS + s] = in[r * row_st + s * PART + HEAD_DIM];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (tid < rows) {
+        float m = -INFINITY;
+        for (int s = 0; s < splits; s++) m = fmax(m, w[tid * DEC_MAX_SPLITS + s]);
+        mx[tid] = m;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int e0 = 0; e0 < rows * splits; e0 += wg) {
+        int e = e0 + tid, r = e / splits, s = e % splits;
+        if (e < rows * splits) {
+            float x = mx[r] == -INFINITY ? 0.0f : exp2(w[r * DEC_MAX_SPLITS + s] - mx[r]);
+            w[r * DEC_MAX_SPLITS + s] = x;
+            wl[r * DEC_MAX_SPLITS + s] = x * in[r * row_st + s * PART + HEAD_DIM + 1];
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (tid < rows) {
+        float l = 0.0f;
+        for (int s = 0; s < splits; s++) l += wl[tid * DEC_MAX_SPLITS + s];
+        sum[tid] = l;
+        int i = k->i0 + tid, h = k->g * group + i / Lq;
+        if (lse)
+            lse[lse_off + k->b * lse_st.s0 + h * lse_st.s1 + (i % Lq) * lse_st.s2] =
+                l > 0.0f ? (mx[tid] + log2(l)) * LN2 : -INFINITY;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int e0 = 0; e0 < rows * HEAD_DIM; e0 += wg) {
+        int e = e0 + tid, r = e / HEAD_DIM, d = e % HEAD_DIM;
+        if (e >= rows * HEAD_DIM) break;
+        __global const float *p = in + r * row_st + d;
+        float acc = 0.0f;
+        for (int s = 0; s < splits; s++) acc += w[r * DEC_MAX_SPLITS + s] * p[s * PART];
+        int i = k->i0 + r, h = k->g * group + i / Lq;
+        STORE(o, o_off + k->b * o_st.s0 + h * o_st.s1 + (i % Lq) * o_st.s2 + d * o_st.s3,
+              sum[r] > 0.0f ? acc / sum[r] : 0.0f);
+    }
+}
+#endif
 #endif
 
 #endif

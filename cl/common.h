@@ -99,4 +99,38 @@ inline long strided_offset(long i, long4 shape, long4 strides)
     return i * strides.s0 + c1 * strides.s1 + c2 * strides.s2 + c3 * strides.s3;
 }
 
+/* Orders a work-item's global accesses for the whole device: NVIDIA's and AMD's device-scope
+   fences. OpenCL 1.2 itself orders memory only within a work-group (ROCm compiles mem_fence
+   to a work-group fence), so elsewhere this is mem_fence and the hardware's own ordering: a
+   CPU's (PoCL: x86 stores are seen in order, and the atomic is a full barrier). oclgrind, which
+   models OpenCL 1.2, reports the last split's reads of the partials as races. */
+#if defined(CLKIT_NV_SM) && CLKIT_NV_SM >= 70
+#define DEVICE_FENCE() __asm__ volatile("fence.acq_rel.gpu;" ::: "memory")
+#elif defined(CLKIT_NV_SM)
+#define DEVICE_FENCE() __asm__ volatile("membar.gl;" ::: "memory")
+#elif defined(__AMDGCN__)
+#define DEVICE_FENCE() __builtin_amdgcn_fence(__ATOMIC_ACQ_REL, "agent")
+#else
+#define DEVICE_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)
+#endif
+
+/* Whether this work-group is the last of `splits` to hand in its part of a result (split-K's
+   partial sums, flash-decoding's partial softmaxes): called by every work-item once its
+   partials are stored; the last one also puts the counter back to 0 for the next call. Each
+   work-item fences its stores before the barrier and its loads after the second, so the
+   partials of every split are visible to the one that draws the last ticket. */
+inline bool split_last(volatile __global uint *ticket, uint splits, __local uint *flag)
+{
+    DEVICE_FENCE();
+    barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+    if (get_local_id(0) == 0) {
+        uint last = atomic_inc(ticket) == splits - 1;
+        if (last) atomic_xchg(ticket, 0u);
+        *flag = last;
+    }
+    barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+    DEVICE_FENCE();
+    return *flag != 0;
+}
+
 #endif

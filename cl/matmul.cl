@@ -25,7 +25,7 @@
      lane (along N when N is contiguous, along K for the K-contiguous nn.Linear weight), and
      K is split across work-groups until the device holds several a compute unit: the last
      split of each block to finish adds the splits' f32 partial sums in a fixed order (bitwise
-     the same every run) and applies the epilogue (matmul.h's split_last). B is read once,
+     the same every run) and applies the epilogue (common.h's split_last). B is read once,
      A (a few KiB) from cache, and the partials cost 8 M N bytes a split.
 
    Edges are masked: any M, N, K >= 1. */
@@ -411,7 +411,7 @@ INLINE void skinny_step(__global const A_T *A, long a_sm, long a_sk, int m_left,
 #endif
 
 /* 3-D range: (column blocks x SK_WG, K splits, batch x row blocks); P and tickets: the
-   splits' partial sums and counters (matmul.h's split_last; unused with one split), k_chunk:
+   splits' partial sums and counters (common.h's split_last; unused with one split), k_chunk:
    the k rows of a split (a multiple of 64 when there are several, so that 16-byte chunks of
    K-major B stay aligned). */
 __kernel __attribute__((reqd_work_group_size(SK_WG, 1, 1))) void matmul_skinny(OPERANDS SPLIT_PARAMS)

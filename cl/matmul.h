@@ -50,38 +50,6 @@ inline void epilogue(__global C_T *C, long idx, float acc, float alpha, float be
    zeroed once (clkit_tickets). */
 #define SPLIT_PARAMS , __global float *P, volatile __global uint *tickets, int k_chunk
 
-/* Orders a work-item's global accesses for the whole device: NVIDIA's and AMD's device-scope
-   fences. OpenCL 1.2 itself orders memory only within a work-group (ROCm compiles mem_fence
-   to a work-group fence), so elsewhere this is mem_fence and the hardware's own ordering: a
-   CPU's (PoCL: x86 stores are seen in order, and the atomic is a full barrier). oclgrind, which
-   models OpenCL 1.2, reports the last split's reads of the partials as races. */
-#if defined(CLKIT_NV_SM) && CLKIT_NV_SM >= 70
-#define DEVICE_FENCE() __asm__ volatile("fence.acq_rel.gpu;" ::: "memory")
-#elif defined(CLKIT_NV_SM)
-#define DEVICE_FENCE() __asm__ volatile("membar.gl;" ::: "memory")
-#elif defined(__AMDGCN__)
-#define DEVICE_FENCE() __builtin_amdgcn_fence(__ATOMIC_ACQ_REL, "agent")
-#else
-#define DEVICE_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)
-#endif
-
-/* Whether this work-group adds up its tile: called by every work-item once its partials are
-   stored. Each work-item fences its stores before the barrier and its loads after the second,
-   so the partials of every split are visible to the one that draws the last ticket. */
-INLINE bool split_last(volatile __global uint *ticket, uint splits, __local uint *flag)
-{
-    DEVICE_FENCE();
-    barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
-    if (get_local_id(0) == 0) {
-        uint last = atomic_inc(ticket) == splits - 1;
-        if (last) atomic_xchg(ticket, 0u);
-        *flag = last;
-    }
-    barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
-    DEVICE_FENCE();
-    return *flag != 0;
-}
-
 /* A piece of a partial-sum row: 4 floats, or 1 where vec is 1 (the rest 0). */
 INLINE float4 split_piece(__global const float *p, int vec)
 {

@@ -274,7 +274,7 @@ double clkit_now_s(void);
    kernel that uses it is safe: OpenCL keeps the memory until those commands finish. */
 clkit_status clkit_scratch_alloc(clkit_context *ctx, size_t bytes, cl_mem *buffer);
 void clkit_scratch_release(clkit_context *ctx, cl_mem buffer, size_t bytes);
-/* At least n split-K counters (cl/matmul.h's split_last), each 0: zeroed once when made, and
+/* At least n split-K counters (cl/common.h's split_last), each 0: zeroed once when made, and
    every kernel that counts on one puts it back to 0. */
 clkit_status clkit_tickets(clkit_context *ctx, size_t n, cl_mem *out);
 /* A new buffer covering exactly the bytes t's view reaches, and t re-based onto it: where a

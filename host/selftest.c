@@ -207,6 +207,38 @@ static bool attention_answers(kat *t)
            matches(t, "attention dv", download(t, &tdv), dv, n, 3e-2);
 }
 
+enum { DH = 2, DL = 300 };
+
+/* Decoding (flash-decoding's split keys): f16, one query in each of two heads that share a kv
+   head, 300 keys, D 64, not causal. */
+static bool decode_answers(kat *t)
+{
+    const int64_t qs[4] = {1, DH, 1, AD}, ks[4] = {1, 1, DL, AD}, ls[3] = {1, DH, 1};
+    double *q = inputs(t, DH * AD, 7), *k = inputs(t, DL * AD, 8), *v = inputs(t, DL * AD, 9);
+    double *o = host(t, DH * AD), *lse = host(t, DH), p[DL];
+    if (t->s) return false;
+    const double scale = 1.0 / sqrt((double)AD);
+    for (int h = 0; h < DH; h++) {
+        double m = -INFINITY, sum = 0;
+        for (int j = 0; j < DL; j++) {
+            p[j] = 0;
+            for (int d = 0; d < AD; d++) p[j] += q[h * AD + d] * k[j * AD + d] * scale;
+            m = fmax(m, p[j]);
+        }
+        for (int j = 0; j < DL; j++) sum += p[j] = exp(p[j] - m);
+        lse[h] = m + log(sum);
+        for (int d = 0; d < AD; d++)
+            for (int j = 0; j < DL; j++) o[h * AD + d] += p[j] / sum * v[j * AD + d];
+    }
+    clkit_tensor tq = tensor(t, CLKIT_F16, 4, qs, q), tk = tensor(t, CLKIT_F16, 4, ks, k);
+    clkit_tensor tv = tensor(t, CLKIT_F16, 4, ks, v), to = tensor(t, CLKIT_F16, 4, qs, NULL);
+    clkit_tensor tl = tensor(t, CLKIT_F32, 3, ls, NULL);
+    clkit_attention_options opt = clkit_attention_defaults();
+    if (!t->s) t->s = clkit_attention_forward(t->ctx, &tq, &tk, &tv, &opt, &to, &tl);
+    return matches(t, "decoding o", download(t, &to), o, DH * AD, 1e-2) &&
+           matches(t, "decoding lse", download(t, &tl), lse, DH, 1e-3);
+}
+
 enum { CT = 48, CD = 64, CV = 392 };
 
 /* Summed loss of x W^T (f16, no bias) and its gradients dx and dW, as the reference. */
@@ -298,7 +330,7 @@ bool clkit_selftest_run(clkit_context *ctx, clkit_path path, clkit_family family
     bool recording = ctx->recording; /* the test's kernels are not the caller's to time */
     ctx->recording = false;
     bool ok = family == CLKIT_FAMILY_MATMUL          ? matmul_answers(&t, path)
-              : family == CLKIT_FAMILY_ATTENTION     ? attention_answers(&t)
+              : family == CLKIT_FAMILY_ATTENTION     ? attention_answers(&t) && decode_answers(&t)
               : family == CLKIT_FAMILY_CROSS_ENTROPY ? cross_entropy_answers(&t)
               : family == CLKIT_FAMILY_SOFTMAX       ? softmax_answers(&t)
                                                      : layernorm_answers(&t);

@@ -292,7 +292,7 @@ INLINE void zero_held(held_acc acc)
 INLINE float quad_max(float x) { x = fmax(x, nv_shfl_xor(x, 1)); return fmax(x, nv_shfl_xor(x, 2)); }
 INLINE float quad_sum(float x) { x += nv_shfl_xor(x, 1); return x + nv_shfl_xor(x, 2); }
 
-#if defined(ATTN_FWD)
+#if defined(ATTN_FWD) || defined(ATTN_DECODE)
 /* One step of the online softmax on the accumulators: s (raw scores) becomes
    P = 2^(s scale2 - m) with m the new row max; the lane's partial row sums l are rescaled by
    2^(m_old - m_new), and o_scale receives that factor for the output rows, which
@@ -343,7 +343,7 @@ INLINE void finish_rows(__global elem_t *out, long4 out_st, __global float *lse,
     store_held(out, out_st.s2, out_st.s3, acc, row0, col_lane, Lq, 1.0f);
 }
 
-#if !defined(WGMMA)
+#if defined(ATTN_FWD) && !defined(WGMMA)
 /* Grid (B x Hq x MMA_WG, query blocks). q's tile is read into registers once; its local
    memory then holds K and V (HELD_LOCAL: q stays, K and V go after it). */
 __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_mma(
@@ -400,7 +400,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_mma(
 }
 #endif
 
-#if defined(WGMMA)
+#if defined(ATTN_FWD) && defined(WGMMA)
 /* ---- Hopper: the forward on wgmma (-D WGMMA, sm_90; the host retargets the PTX to sm_90a) ----
 
    Each warpgroup (four warps) holds 64 query rows of the block, WARPS / 4 warpgroups in all.
@@ -530,6 +530,163 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_wgmma
     }
     finish_rows(o + HEAD(o, b, h), o_st, lse, lse_off + b * lse_st.s0 + h * lse_st.s1, lse_st.s2,
                 acc, m, l, row0, col_lane, Lq, lane);
+}
+#endif
+
+#if defined(ATTN_DECODE)
+/* ---- Decoding on the tensor cores (attn_decode_mma) ----
+   Flash-decoding split as cl/attention.cl's attn_decode splits it (attention.h's decode_block,
+   partial results and merge), with a split's work on mma.sync: that kernel's f32 FMAs (a
+   conversion and ROWS FMAs an element of K and of V) keep too few warps too busy to stream the
+   cache at the bandwidth, where an m16n8k16 does 2048 of them. The block's ROWS = 16 query rows
+   (rows past the block zero) are every warp's A fragments; warp w walks key blocks w, w +
+   WARPS, ... of the chunk, BLOCK_N keys each, through its own ring of DEC_STAGES slots (K then
+   V, swizzled as copy_rows lays them out) that cp.async fills DEC_STAGES - 1 blocks ahead. A
+   warp waits only on its own copies (bar.warp.sync), never on the others, and keeps the
+   forward's online softmax on its accumulators; at the end the warps' results meet in local
+   memory and leave as the split's partial result. */
+#define SLOT_BYTES (2 * TILE_BYTES(BLOCK_N))
+#define RING_BYTES (DEC_STAGES * SLOT_BYTES)
+#define RED_BYTES (WARPS * ROWS * (HEAD_DIM + 2) * 4)
+#define MERGE_BYTES ((2 * ROWS * DEC_MAX_SPLITS + 2 * ROWS) * 4)
+/* q's tile first (kept there with HELD_LOCAL), the warps' rings after it; then the warps'
+   results and the merge's weights. */
+#define DEC_LOCAL MAX(MAX(HELD_SPACE(TILE_BYTES(ROWS)) + WARPS * RING_BYTES, RED_BYTES), MAX(MERGE_BYTES, TILE_BYTES(ROWS)))
+
+/* The block's query rows (row i: query head g group + i / Lq, query i % Lq) into a swizzled
+   tile; rows past the block are zero-filled without reading. */
+INLINE void copy_queries(__local uchar *tile, __global const elem_t *q, long q_off, long4 q_st,
+                         const dec_block *k, int group, int Lq, int tid)
+{
+    for (int e = tid; e < ROWS * DCH; e += MMA_WG) {
+        int r = e / DCH, c = e % DCH, ok = r < k->rows, i = k->i0 + min(r, k->rows - 1);
+        long at = q_off + k->b * q_st.s0 + (long)(k->g * group + i / Lq) * q_st.s1 + (long)(i % Lq) * q_st.s2;
+        nv_cp_async16(tile + nv_swizzle(r, c, DCH), (__global const raw_t *)q + (ok ? at + c * CHUNK : 0),
+                      ok ? 16u : 0u);
+    }
+}
+
+/* A warp's copy of the chunk's keys j0 .. j0 + valid - 1 (K and V from kg and vg, the chunk's
+   first key) into its slot; rows from `valid` on are zero-filled without reading. */
+INLINE void warp_copy(__local uchar *slot, __global const raw_t *kg, long k_rs, __global const raw_t *vg,
+                      long v_rs, int j0, int valid, int lane)
+{
+    #pragma unroll
+    for (int u = 0; u < BLOCK_N * DCH / 32; u++) {
+        int e = lane + u * 32, r = e / DCH, c = e % DCH, ok = r < valid;
+        int at = nv_swizzle(r, c, DCH);
+        nv_cp_async16_stream(slot + at, kg + (ok ? (j0 + r) * k_rs + c * CHUNK : 0), ok ? 16u : 0u);
+        nv_cp_async16_stream(slot + TILE_BYTES(BLOCK_N) + at, vg + (ok ? (j0 + r) * v_rs + c * CHUNK : 0),
+                             ok ? 16u : 0u);
+    }
+}
+
+/* Scores of keys past `valid` in the block, or hidden from their query ((i0 + row) % Lq, whose
+   key is key0 + column), become -inf. */
+INLINE void mask_decode(score_acc s, int key0, int valid, int i0, int Lq, int diag, int lane)
+{
+    #pragma unroll
+    for (int j = 0; j < NF; j++)
+        #pragma unroll
+        for (int e = 0; e < 4; e++) {
+            int r = lane / 4 + (e / 2) * 8, c = 2 * (lane % 4) + j * 8 + e % 2;
+            if (c >= valid || hidden(key0 + c, (i0 + r) % Lq, diag)) s[0][j][e] = -INFINITY;
+        }
+}
+
+/* The warps' results (each against its own maxima) into one partial result per row, against
+   the largest: red holds every warp's o, then its maxima and sums. */
+INLINE void warps_meet(__local float *red, const held_acc acc, const float m[1][2], const float l[1][2], int w,
+                       int lane)
+{
+    __local float *mw = red + WARPS * ROWS * HEAD_DIM, *lw = mw + WARPS * ROWS;
+    #pragma unroll
+    for (int hh = 0; hh < 2; hh++) {
+        int r = lane / 4 + hh * 8;
+        float sum = quad_sum(l[0][hh]);
+        if (lane % 4 == 0) mw[w * ROWS + r] = m[0][hh], lw[w * ROWS + r] = sum;
+        #pragma unroll
+        for (int dj = 0; dj < DF; dj++)
+            #pragma unroll
+            for (int e = 2 * hh; e < 2 * hh + 2; e++)
+                red[(w * ROWS + r) * HEAD_DIM + 2 * (lane % 4) + dj * 8 + e % 2] = acc[0][dj][e];
+    }
+}
+
+INLINE void store_partial(__global float *out, long row_st, __local const float *red, int rows, int tid)
+{
+    __local const float *mw = red + WARPS * ROWS * HEAD_DIM, *lw = mw + WARPS * ROWS;
+    for (int e = tid; e < rows * HEAD_DIM; e += MMA_WG) {
+        int r = e / HEAD_DIM, d = e % HEAD_DIM;
+        float mx = -INFINITY, o = 0.0f, l = 0.0f;
+        for (int w = 0; w < WARPS; w++) mx = fmax(mx, mw[w * ROWS + r]);
+        for (int w = 0; w < WARPS; w++) {
+            float x = mx == -INFINITY ? 0.0f : exp2(mw[w * ROWS + r] - mx);
+            o += x * red[(w * ROWS + r) * HEAD_DIM + d];
+            l += x * lw[w * ROWS + r];
+        }
+        out[r * row_st + d] = o;
+        if (d == 0) out[r * row_st + HEAD_DIM] = mx, out[r * row_st + HEAD_DIM + 1] = l;
+    }
+}
+
+/* Arguments and grid as attn_decode's (work-groups of MMA_WG). */
+__kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_decode_mma(
+    IN(q), IN(k), IN(v), OUT(o), __global float *lse, long lse_off, long4 lse_st, __global float *part,
+    volatile __global uint *tickets, int Hq, int group, int Lq, int Lk, int diag, float scale2, int chunk)
+{
+    __local uint4 words[DEC_LOCAL / 16];
+    __local uint last;
+    __local uchar *base = (__local uchar *)words;
+    int tid = get_local_id(0), lane = tid % 32, w = tid / 32;
+    dec_block blk = decode_block(Hq, group, Lq, Lk, diag, chunk);
+    copy_queries(base, q, q_off, q_st, &blk, group, Lq, tid);
+    nv_cp_async_commit();
+    NV_CP_ASYNC_WAIT(0);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    held_frags qf;
+    load_held(qf, base, 0, lane);
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    __global const raw_t *kg = (__global const raw_t *)(k + HEAD(k, blk.b, blk.g)) + (long)blk.k0 * k_st.s2;
+    __global const raw_t *vg = (__global const raw_t *)(v + HEAD(v, blk.b, blk.g)) + (long)blk.k0 * v_st.s2;
+    __local uchar *ring = base + HELD_SPACE(TILE_BYTES(ROWS)) + w * RING_BYTES;
+    int n = blk.n, blocks = (n + BLOCK_N - 1) / BLOCK_N, mine = blocks > w ? (blocks - w + WARPS - 1) / WARPS : 0;
+    int masked = diag < Lk;
+    #pragma unroll
+    for (int t = 0; t < DEC_STAGES - 1; t++) {
+        int j0 = (w + t * WARPS) * BLOCK_N;
+        if (t < mine) warp_copy(ring + t * SLOT_BYTES, kg, k_st.s2, vg, v_st.s2, j0, min(BLOCK_N, n - j0), lane);
+        nv_cp_async_commit();
+    }
+    float m[1][2] = {{-INFINITY, -INFINITY}}, l[1][2] = {{0.0f, 0.0f}};
+    held_acc acc;
+    zero_held(acc);
+    for (int t = 0; t < mine; t++) {
+        NV_CP_ASYNC_WAIT(DEC_STAGES - 2);
+        nv_syncwarp();
+        int ahead = t + DEC_STAGES - 1, ja = (w + ahead * WARPS) * BLOCK_N;
+        if (ahead < mine)
+            warp_copy(ring + ahead % DEC_STAGES * SLOT_BYTES, kg, k_st.s2, vg, v_st.s2, ja, min(BLOCK_N, n - ja), lane);
+        nv_cp_async_commit();
+        __local const uchar *slot = ring + t % DEC_STAGES * SLOT_BYTES;
+        int j0 = (w + t * WARPS) * BLOCK_N, valid = min(BLOCK_N, n - j0);
+        score_acc s;
+        product_t(s, qf, base, 0, slot, lane);
+        if (valid < BLOCK_N || masked) mask_decode(s, blk.k0 + j0, valid, blk.i0, Lq, diag, lane);
+        float o_scale[1][2];
+        softmax_acc(s, m, l, o_scale, scale2);
+        rescale_product(acc, o_scale, s, slot + TILE_BYTES(BLOCK_N), lane);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    __local float *red = (__local float *)words;
+    warps_meet(red, acc, m, l, w, lane);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    __global float *out = decode_part(part, &blk);
+    store_partial(out, (long)blk.splits * PART, red, blk.rows, tid);
+    if (split_last(tickets + get_group_id(0), blk.splits, &last))
+        decode_merge(out - (long)blk.split * PART, o, o_off, o_st, lse, lse_off, lse_st, red, &blk, group, Lq,
+                     tid, MMA_WG);
 }
 #endif
 #endif

@@ -534,7 +534,7 @@ INLINE void tma_setup(__global ulong16 *maps, __local ulong16 *stage, __global c
 /* Split-K (-D SPLIT_K; the grid's third dimension is the split, k_chunk rows of K each, a
    multiple of BLOCK_K): the tile's partial sums into its plane of P, as f32 rows staged
    through the ring where they fit (16-byte stores), else straight from the fragments; then
-   the tile's last split to finish adds the planes into C (matmul.h's split_last). */
+   the tile's last split to finish adds the planes into C (common.h's split_last). */
 #define MMA_SPLIT_PARAMS SPLIT_PARAMS
 
 INLINE void store_partial(float acc[FRAG_M][FRAG_N][4], int2 tile, int wm, int wn, int lane, int tid,

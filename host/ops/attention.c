@@ -719,10 +719,12 @@ static clkit_status check_forward(clkit_context *ctx, const call *c, problem *p)
 
 /* ---- decoding: a few queries against many keys (cl/attention.cl's attn_decode) ---- */
 
-/* The kernel's work-group, the scores it holds (ROWS x chunk) and its most rows (8). */
+/* The portable kernel's work-group and most rows (8); the tensor-core kernel's rows (16, an
+   mma's); the splits the merge's weights hold. */
 #define DEC_WG 128
-#define DEC_SCORES 4096
 #define DEC_ROWS 8
+#define DEC_MMA_ROWS 16
+#define DEC_MAX_SPLITS 128
 
 /* Splitting the keys pays where each kv head has a few query rows (group x Lq, at most four
    blocks of DEC_ROWS) and more keys than a work-group should walk alone. */
@@ -733,65 +735,107 @@ static int decode_suits(const problem *p)
 }
 
 /* Keys a work-group takes: enough splits for about four work-groups a compute unit (two on a
-   CPU), in multiples of 64 keys, within what its local memory holds. */
-static int decode_chunk(const clkit_context *ctx, const problem *p, size_t groups, int rows)
+   CPU), in multiples of 64 keys, at most DEC_MAX_SPLITS of them. */
+static int decode_chunk(const clkit_context *ctx, const problem *p, size_t groups)
 {
     size_t target = (size_t)ctx->props.compute_units * (ctx->props.is_gpu ? 4 : 2);
     int64_t splits = groups >= target ? 1 : (int64_t)((target + groups - 1) / groups);
+    if (splits > DEC_MAX_SPLITS) splits = DEC_MAX_SPLITS;
     int64_t chunk = (p->lk + splits - 1) / splits;
     chunk = (chunk + 63) / 64 * 64;
-    return (int)(chunk < DEC_SCORES / rows ? chunk : DEC_SCORES / rows);
+    return (int)chunk;
 }
 
-static clkit_status decode_kernels(clkit_context *ctx, const call *c, int rows, cl_kernel *k)
+typedef struct dec_problem {
+    const call *c;
+    int rows; /* the plan's rows a work-group */
+} dec_problem;
+
+/* The tensor-core kernel (cl/nv/attention_mma.cl) needs 16-bit operands whose rows start on
+   16 bytes, a head dim of 64 to 256, and room for its warps' rings of copies (sm_90's local
+   memory: 96 KB a work-group, two a compute unit). */
+static int decode_mma_suits(const clkit_context *ctx, const call *c)
 {
     const problem *p = &c->p;
-    int dense = c->k->strides[3] == 1 && c->v->strides[3] == 1;
-    int aligned = mma_view(c->k) && mma_view(c->v);
-    char opts[160];
-    snprintf(opts, sizeof opts, "%s -D ATTN_DECODE -D HEAD_DIM=%d -D ROWS=%d%s%s", clkit_dtype_macro(p->dtype),
-             (int)p->d, rows, dense ? " -D DENSE_D" : "", aligned ? " -D ALIGNED_KV" : "");
-    clkit_status s = clkit_get_kernel(ctx, "attention.cl", "attn_decode", opts, &k[0]);
-    if (!s) s = clkit_get_kernel(ctx, "attention.cl", "attn_decode_merge", opts, &k[1]);
-    if (!s && clkit_kernel_wg_limit(ctx, k[0]) < DEC_WG)
-        s = clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "attention: the decoding kernel runs fewer than %d "
-                       "work-items per group here", DEC_WG);
-    return s;
+    return p->dtype != CLKIT_F32 && p->d >= 64 && mma_view(c->q) && mma_view(c->k) && mma_view(c->v) &&
+           ctx->props.local_mem_static >= (192u << 10) &&
+           clkit_path_allowed(ctx, CLKIT_PATH_NV_MMA, CLKIT_FAMILY_ATTENTION);
 }
 
-/* Flash-decoding: every kv head's query rows (in blocks of `rows`) times splits of the keys
-   write partial results to scratch, which the merge kernel rescales into o and lse. */
+/* Four warps (two at head dim 256, whose q stays in local memory), each with a ring of three
+   blocks of 16 keys (32 at head dim 64) of K and V, two in flight: on an H200, more stages,
+   larger blocks or two warps with four stages were 2-10 % slower. */
+static void plan_decode_mma(const problem *p, dec_problem *dp, clkit_plan *plan)
+{
+    int warps = p->d == 256 ? 2 : 4, block_n = p->d == 64 ? 32 : 16;
+    dp->rows = DEC_MMA_ROWS;
+    plan->path = CLKIT_PATH_NV_MMA;
+    plan->file = "nv/attention_mma.cl";
+    snprintf(plan->name, sizeof plan->name, "attn_decode_mma");
+    snprintf(plan->options, sizeof plan->options, "%s -D ATTN_DECODE -D HEAD_DIM=%d -D ROWS=%d -D WARPS=%d "
+             "-D BLOCK_M=%d -D BLOCK_N=%d -D DEC_STAGES=3%s", clkit_dtype_macro(p->dtype), (int)p->d,
+             DEC_MMA_ROWS, warps, 16 * warps, block_n, p->d == 256 ? " -D HELD_LOCAL" : "");
+    plan->local[0] = (size_t)(32 * warps);
+}
+
+static clkit_status plan_decode(clkit_context *ctx, void *arg, size_t wg_limit, clkit_plan *plan)
+{
+    dec_problem *dp = arg;
+    const call *c = dp->c;
+    const problem *p = &c->p;
+    plan->family = CLKIT_FAMILY_ATTENTION;
+    plan->dims = 2;
+    plan->local[1] = 1;
+    if (decode_mma_suits(ctx, c) && (!wg_limit || wg_limit >= DEC_WG)) {
+        plan_decode_mma(p, dp, plan);
+        return CLKIT_OK;
+    }
+    if (wg_limit && wg_limit < DEC_WG)
+        return clkit_fail(ctx, CLKIT_ERR_UNSUPPORTED, "attention: the decoding kernel runs fewer than %d "
+                          "work-items per group here", DEC_WG);
+    int64_t r_all = p->hq / p->hkv * p->lq;
+    dp->rows = 1;
+    while (dp->rows < r_all && dp->rows < DEC_ROWS) dp->rows *= 2;
+    int dense = c->k->strides[3] == 1 && c->v->strides[3] == 1;
+    int aligned = mma_view(c->k) && mma_view(c->v);
+    plan->file = "attention.cl";
+    snprintf(plan->name, sizeof plan->name, "attn_decode");
+    snprintf(plan->options, sizeof plan->options, "%s -D ATTN_DECODE -D HEAD_DIM=%d -D ROWS=%d%s%s",
+             clkit_dtype_macro(p->dtype), (int)p->d, dp->rows, dense ? " -D DENSE_D" : "",
+             aligned ? " -D ALIGNED_KV" : "");
+    plan->local[0] = DEC_WG;
+    return CLKIT_OK;
+}
+
+/* Flash-decoding: every kv head's query rows (in blocks of the plan's rows) times splits of
+   the keys write partial results to scratch; the last split of each row block to finish
+   merges them into o and lse (a counter a row block). */
 static clkit_status decode(clkit_context *ctx, const call *c)
 {
     const problem *p = &c->p;
+    dec_problem dp = {c, 0};
+    clkit_plan pl;
+    cl_kernel k;
+    clkit_status s = clkit_plan_kernel(ctx, plan_decode, &dp, &pl, &k);
+    if (s) return s;
     int64_t r_all = p->hq / p->hkv * p->lq;
-    int rows = 1;
-    while (rows < r_all && rows < DEC_ROWS) rows *= 2;
-    size_t groups = (size_t)(p->b * p->hkv * ((r_all + rows - 1) / rows));
-    cl_int chunk = decode_chunk(ctx, p, groups, rows), splits = (cl_int)((p->lk + chunk - 1) / chunk);
-    cl_kernel k[2];
-    clkit_status s = decode_kernels(ctx, c, rows, k);
+    size_t groups = (size_t)(p->b * p->hkv * ((r_all + dp.rows - 1) / dp.rows));
+    cl_int chunk = decode_chunk(ctx, p, groups), splits = (cl_int)((p->lk + chunk - 1) / chunk);
     size_t bytes = (size_t)(p->b * p->hkv * r_all) * (size_t)splits * (size_t)(p->d + 2) * sizeof(float);
-    cl_mem part = NULL;
-    if (s || (s = clkit_scratch_alloc(ctx, bytes, &part))) return s;
+    cl_mem tickets, part = NULL;
+    if ((s = clkit_tickets(ctx, groups, &tickets)) || (s = clkit_scratch_alloc(ctx, bytes, &part))) return s;
     kview vq = kview_of(c->q), vk = kview_of(c->k), vv = kview_of(c->v), vo = kview_of(c->o);
     kview vl = kview_of(c->lse);
     cl_int hq = (cl_int)p->hq, group = (cl_int)(p->hq / p->hkv), lq = (cl_int)p->lq, lk = (cl_int)p->lk;
     cl_int diag = diag_of(p);
     float scale2 = scale_log2(p);
-    clkit_args a = clkit_args_of(k[0]);
-    arg_view(&a, &vq), arg_view(&a, &vk), arg_view(&a, &vv), clkit_arg(&a, sizeof part, &part);
+    clkit_args a = clkit_args_of(k);
+    arg_view(&a, &vq), arg_view(&a, &vk), arg_view(&a, &vv), arg_view(&a, &vo), arg_view(&a, &vl);
+    clkit_arg(&a, sizeof part, &part), clkit_arg(&a, sizeof tickets, &tickets);
     clkit_arg(&a, 4, &hq), clkit_arg(&a, 4, &group), clkit_arg(&a, 4, &lq), clkit_arg(&a, 4, &lk);
     clkit_arg(&a, 4, &diag), clkit_arg(&a, 4, &scale2), clkit_arg(&a, 4, &chunk);
-    size_t global[2] = {groups * DEC_WG, (size_t)splits}, local[2] = {DEC_WG, 1};
-    s = clkit_run(ctx, &a, 2, global, local);
-    if (!s) {
-        clkit_args m = clkit_args_of(k[1]);
-        clkit_arg(&m, sizeof part, &part), clkit_arg(&m, 4, &splits), arg_view(&m, &vo), arg_view(&m, &vl);
-        clkit_arg(&m, 4, &hq), clkit_arg(&m, 4, &group), clkit_arg(&m, 4, &lq);
-        size_t all = (size_t)(p->b * p->hq * p->lq * p->d);
-        s = clkit_run(ctx, &m, 1, &all, NULL);
-    }
+    pl.global[0] = groups * pl.local[0], pl.global[1] = (size_t)splits;
+    s = clkit_plan_run(ctx, &pl, &a);
     clkit_scratch_release(ctx, part, bytes);
     return s;
 }
