@@ -421,37 +421,56 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_bwd_dkdv(
 #if defined(ATTN_DECODE)
 /* Flash-decoding: a few query rows against many keys (decoding a token against a long KV
    cache). The forward's grid, a work-group per query block, would give a decode step only
-   B x Hq work-groups and leave most of a GPU idle; here the keys are split instead. A
-   work-group takes ROWS query rows of one kv head (rows i = (query head within the group) x Lq
-   + query; every query head of a group reads the same K and V, so each is read once for all
-   of them: the traffic is the KV cache's size, which bounds decoding) and a chunk of `chunk`
-   keys, which it walks a tile at a time with the forward's online softmax. The tile's K and V
-   go through local memory; the next tile's loads are issued before the current tile is
-   scored, so every work-group always has a tile of both in flight, and nothing waits between
-   the scores and P V. Each split writes an unnormalised partial output with its max and sum;
-   the last split of a row block to finish (common.h's split_last) rescales them into o and lse
-   in split order (deterministic), so a decode step is one launch. Causal masks as the forward
-   does (hidden() in attention.h; the host passes Lk for no mask).
+   B x Hq work-groups and leave most of a GPU idle; here the keys are split instead (the
+   blocks, partial results and merge are attention.h's decode_block and decode_merge, shared
+   with NVIDIA's tensor-core kernel, cl/nv/attention_mma.cl's attn_decode_mma, which the host
+   takes where it can). A work-group takes ROWS query rows of one kv head (every query head of a
+   group reads the same K and V, so each is read once for all of them: the traffic is the KV
+   cache's size, which bounds decoding) and a chunk of keys, which it walks a tile at a time
+   with the forward's online softmax. The tile's K and V go through local memory; the next
+   tile's loads are issued before the current tile is scored, so every work-group always has a
+   tile of both in flight. Causal masks as the forward does (hidden() in attention.h; the host
+   passes Lk for no mask).
 
    A row's running max is the work-group's: a score above it raises the row's entry in rmax
    (ordered bits, local atomic max), which after the first tile happens rarely; probabilities
    are taken once per score, by the work-item that scored it.
 
-   Compile-time constants: HEAD_DIM, ROWS (1, 2, 4 or 8), the dtype, DENSE_D when k and v have
-   a contiguous head dimension, ALIGNED_KV when every row of them also starts on 16 bytes. */
+   Compile-time constants: HEAD_DIM, ROWS (1, 2, 4 or 8), the dtype, DEC_LOCAL, DENSE_D when k
+   and v have a contiguous head dimension, ALIGNED_KV when every row of them also starts on 16
+   bytes. */
 #define DEC_WG 128
 #define PIECE_BYTES 16
 #define VEC (PIECE_BYTES / (int)sizeof(elem_t)) /* elements of a 16-byte piece */
 #define OCTS (HEAD_DIM / VEC)       /* pieces of a row */
 #define SLICES (DEC_WG / OCTS)      /* keys P V takes at once */
-/* A tile: 16 KB of keys (at most 128) and their values, through local memory; K's rows padded
-   by one piece so that neighbouring keys' rows start in different banks. A work-item holds its
-   TILE_LOADS pieces of each of the next tile in registers while the current one is used,
-   scores one key for a share of the rows, and multiplies TILE_LOADS values. */
-#define ROW_BYTES (HEAD_DIM * (int)sizeof(elem_t))
-#define T_KEYS (16384 / ROW_BYTES < 128 ? 16384 / ROW_BYTES : 128)
+/* A tile: TILE_BYTES of keys (at most 128) and their values, through local memory; K's rows
+   padded by one piece so that neighbouring keys' rows start in different banks. A work-item
+   holds its TILE_LOADS pieces of each of the next tile in registers while the current one is
+   used, scores one key for a share of the rows, and multiplies TILE_LOADS values. The tile is
+   16 KB where the kernel's local memory then fits DEC_LOCAL (the host's: the device's bytes),
+   else 8 or 4 KB (oclgrind's device has 32 KB). The tile also holds the merge's weights. */
+#if defined(DTYPE_F32)
+#define ES 4
+#else
+#define ES 2
+#endif
+#define KEYS_OF(tile) ((tile) / (HEAD_DIM * ES) < 128 ? (tile) / (HEAD_DIM * ES) : 128)
+#define DEC_BYTES(tile) \
+    (ROWS * HEAD_DIM * 4 + ROWS * KEYS_OF(tile) * 4 + KEYS_OF(tile) * (2 * HEAD_DIM + 16 / ES) * ES + ROWS * 8 + 64)
+#if DEC_BYTES(16384) <= DEC_LOCAL
+#define TILE_BYTES 16384
+#elif DEC_BYTES(8192) <= DEC_LOCAL
+#define TILE_BYTES 8192
+#elif DEC_BYTES(4096) <= DEC_LOCAL
+#define TILE_BYTES 4096
+#else
+#error "the decoding kernel's local memory exceeds the device's"
+#endif
+#define ROW_BYTES (HEAD_DIM * ES)
+#define T_KEYS KEYS_OF(TILE_BYTES)
 #define KT_LD (HEAD_DIM + VEC)
-#define KT_BYTES (T_KEYS * KT_LD * (int)sizeof(elem_t))
+#define KT_BYTES (T_KEYS * KT_LD * ES)
 #define STAGE_BYTES (KT_BYTES + T_KEYS * ROW_BYTES)
 #define TILE_LOADS (T_KEYS * OCTS / DEC_WG)
 #define KT_GROUPS (DEC_WG / T_KEYS) /* work-items that score one key, a share of the rows each */

@@ -10,7 +10,7 @@
 #include "util.h"
 
 static int failures;
-static double values[8192];
+static double values[16384];
 
 static void expect_ok(clkit_context *ctx, clkit_status s, const char *what)
 {
@@ -140,6 +140,22 @@ static void attentions(clkit_context *ctx, clkit_dtype dt)
     release(9, t);
 }
 
+/* Decoding (the keys split over work-groups): two queries of four heads sharing two kv heads,
+   in two batches, against 256 keys, bottom-right causal. Four row blocks fill oclgrind's one
+   compute unit with one split each: oclgrind, which knows no ordering between work-groups,
+   would call the last split's reads of the others' partial results races. */
+static void decoding(clkit_context *ctx, clkit_dtype dt)
+{
+    int64_t qs[4] = {2, 4, 2, 16}, ks[4] = {2, 2, 256, 16}, ls[3] = {2, 4, 2};
+    clkit_tensor q = exact(ctx, dt, 4, qs), k = exact(ctx, dt, 4, ks), v = exact(ctx, dt, 4, ks);
+    clkit_tensor o = exact(ctx, dt, 4, qs), lse = exact(ctx, CLKIT_F32, 3, ls);
+    clkit_attention_options opt = clkit_attention_defaults();
+    opt.causal = CLKIT_CAUSAL_BOTTOM_RIGHT;
+    RUN(clkit_attention_forward(ctx, &q, &k, &v, &opt, &o, &lse));
+    clkit_tensor t[5] = {q, k, v, o, lse};
+    release(5, t);
+}
+
 static void grayscale(clkit_context *ctx)
 {
     int64_t rgb_shape[3] = {3, 17, 23}, gray_shape[2] = {17, 23};
@@ -163,6 +179,7 @@ int main(void)
         layernorms(ctx, (clkit_dtype)d);
         cross_entropies(ctx, (clkit_dtype)d);
         attentions(ctx, (clkit_dtype)d);
+        decoding(ctx, (clkit_dtype)d);
     }
     grayscale(ctx);
     RUN(clkit_finish(ctx));

@@ -800,9 +800,9 @@ static clkit_status plan_decode(clkit_context *ctx, void *arg, size_t wg_limit, 
     int aligned = mma_view(c->k) && mma_view(c->v);
     plan->file = "attention.cl";
     snprintf(plan->name, sizeof plan->name, "attn_decode");
-    snprintf(plan->options, sizeof plan->options, "%s -D ATTN_DECODE -D HEAD_DIM=%d -D ROWS=%d%s%s",
-             clkit_dtype_macro(p->dtype), (int)p->d, dp->rows, dense ? " -D DENSE_D" : "",
-             aligned ? " -D ALIGNED_KV" : "");
+    snprintf(plan->options, sizeof plan->options, "%s -D ATTN_DECODE -D HEAD_DIM=%d -D ROWS=%d -D DEC_LOCAL=%llu%s%s",
+             clkit_dtype_macro(p->dtype), (int)p->d, dp->rows, (unsigned long long)ctx->props.local_mem,
+             dense ? " -D DENSE_D" : "", aligned ? " -D ALIGNED_KV" : "");
     plan->local[0] = DEC_WG;
     return CLKIT_OK;
 }
