@@ -717,7 +717,8 @@ static clkit_status check_forward(clkit_context *ctx, const call *c, problem *p)
     return check_outputs(ctx, c->lse ? 2 : 1, outs, out_names, 3, ins, in_names);
 }
 
-/* ---- decoding: a few queries against many keys (cl/attention.cl's attn_decode) ---- */
+/* ---- decoding: a few queries against many keys (cl/attention.cl's attn_decode, cl/nv/attention_mma.cl's
+   attn_decode_mma) ---- */
 
 /* The portable kernel's work-group and most rows (8); the tensor-core kernel's rows (16, an
    mma's); the splits the merge's weights hold. */
