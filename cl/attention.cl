@@ -441,7 +441,12 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_bwd_dkdv(
    bytes. */
 #define DEC_WG 128
 #define PIECE_BYTES 16
-#define VEC (PIECE_BYTES / (int)sizeof(elem_t)) /* elements of a 16-byte piece */
+#if defined(DTYPE_F32)
+#define ES 4 /* bytes an element */
+#else
+#define ES 2
+#endif
+#define VEC (PIECE_BYTES / ES) /* elements of a 16-byte piece */
 #define OCTS (HEAD_DIM / VEC)       /* pieces of a row */
 #define SLICES (DEC_WG / OCTS)      /* keys P V takes at once */
 /* A tile: TILE_BYTES of keys (at most 128) and their values, through local memory; K's rows
@@ -450,14 +455,9 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_bwd_dkdv(
    used, scores one key for a share of the rows, and multiplies TILE_LOADS values. The tile is
    16 KB where the kernel's local memory then fits DEC_LOCAL (the host's: the device's bytes),
    else 8 or 4 KB (oclgrind's device has 32 KB). The tile also holds the merge's weights. */
-#if defined(DTYPE_F32)
-#define ES 4
-#else
-#define ES 2
-#endif
 #define KEYS_OF(tile) ((tile) / (HEAD_DIM * ES) < 128 ? (tile) / (HEAD_DIM * ES) : 128)
 #define DEC_BYTES(tile) \
-    (ROWS * HEAD_DIM * 4 + ROWS * KEYS_OF(tile) * 4 + KEYS_OF(tile) * (2 * HEAD_DIM + 16 / ES) * ES + ROWS * 8 + 64)
+    (ROWS * HEAD_DIM * 4 + ROWS * KEYS_OF(tile) * 4 + KEYS_OF(tile) * (2 * HEAD_DIM + VEC) * ES + ROWS * 8 + 64)
 #if DEC_BYTES(16384) <= DEC_LOCAL
 #define TILE_BYTES 16384
 #elif DEC_BYTES(8192) <= DEC_LOCAL
@@ -472,6 +472,9 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attn_bwd_dkdv(
 #define KT_LD (HEAD_DIM + VEC)
 #define KT_BYTES (T_KEYS * KT_LD * ES)
 #define STAGE_BYTES (KT_BYTES + T_KEYS * ROW_BYTES)
+#if (2 * ROWS * DEC_MAX_SPLITS + 2 * ROWS) * 4 > STAGE_BYTES
+#error "the merge's weights do not fit the tile"
+#endif
 #define TILE_LOADS (T_KEYS * OCTS / DEC_WG)
 #define KT_GROUPS (DEC_WG / T_KEYS) /* work-items that score one key, a share of the rows each */
 #define KT_ROWS ((ROWS + KT_GROUPS - 1) / KT_GROUPS)
