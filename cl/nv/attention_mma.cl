@@ -551,7 +551,8 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_wgmma
 #define MERGE_BYTES ((2 * ROWS * DEC_MAX_SPLITS + 2 * ROWS) * 4)
 /* q's tile first (kept there with HELD_LOCAL), the warps' rings after it; then the warps'
    results and the merge's weights. */
-#define DEC_LOCAL MAX(MAX(HELD_SPACE(TILE_BYTES(ROWS)) + WARPS * RING_BYTES, RED_BYTES), MAX(MERGE_BYTES, TILE_BYTES(ROWS)))
+#define DEC_MMA_LOCAL \
+    MAX(MAX(HELD_SPACE(TILE_BYTES(ROWS)) + WARPS * RING_BYTES, RED_BYTES), MAX(MERGE_BYTES, TILE_BYTES(ROWS)))
 
 /* The block's query rows (row i: query head g group + i / Lq, query i % Lq) into a swizzled
    tile; rows past the block are zero-filled without reading. */
@@ -635,7 +636,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_decode_mm
     IN(q), IN(k), IN(v), OUT(o), __global float *lse, long lse_off, long4 lse_st, __global float *part,
     volatile __global uint *tickets, int Hq, int group, int Lq, int Lk, int diag, float scale2, int chunk)
 {
-    __local uint4 words[DEC_LOCAL / 16];
+    __local uint4 words[DEC_MMA_LOCAL / 16];
     __local uint last;
     __local uchar *base = (__local uchar *)words;
     int tid = get_local_id(0), lane = tid % 32, w = tid / 32;
