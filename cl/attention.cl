@@ -690,8 +690,8 @@ __kernel __attribute__((reqd_work_group_size(DEC_WG, 1, 1))) void attn_decode(
     dec_block blk = decode_block(Hq, group, Lq, Lk, diag, chunk);
     int k0 = blk.k0, n = blk.n, i0 = blk.i0, rows = blk.rows;
     for (int e = tid; e < ROWS * HEAD_DIM; e += DEC_WG) {
-        int r = e / HEAD_DIM, d = e % HEAD_DIM, i = i0 + min(r, rows - 1), h = blk.g * group + i / Lq;
-        __global const elem_t *qp = q + HEAD(q, blk.b, h) + (long)(i % Lq) * q_st.s2;
+        int r = e / HEAD_DIM, d = e % HEAD_DIM;
+        __global const elem_t *qp = q + decode_row(q_off, q_st, &blk, group, Lq, i0 + min(r, rows - 1));
         ((__local float *)qf)[e] = r < rows ? LOAD(qp, d * q_st.s3) * scale2 : 0.0f;
     }
     if (tid < ROWS) rmax[tid] = ordered_bits(-INFINITY), mrun[tid] = -INFINITY;

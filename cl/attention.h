@@ -125,6 +125,13 @@ INLINE __global float *decode_part(__global float *part, const dec_block *k)
     return part + ((long)k->bg * k->R + k->i0) * k->splits * PART + (long)k->split * PART;
 }
 
+/* Element offset of the kv head's row i (query head g group + i / Lq, query i % Lq) in a view
+   of (B, Hq, Lq, ...) at offset off with strides st: q, o and lse. */
+INLINE long decode_row(long off, long4 st, const dec_block *k, int group, int Lq, int i)
+{
+    return off + k->b * st.s0 + (long)(k->g * group + i / Lq) * st.s1 + (long)(i % Lq) * st.s2;
+}
+
 /* The last split's work: the row block's o and lse from every split's partial result (from
    part, at split 0 of the block's first row), each rescaled from its own max to the common
    one, summed in split order. A row no split saw a key for gets o = 0 and lse = -inf, as the
@@ -162,9 +169,8 @@ INLINE void decode_merge(__global const float *in, __global elem_t *o, long o_of
         float l = 0.0f;
         for (int s = 0; s < splits; s++) l += wl[tid * DEC_MAX_SPLITS + s];
         sum[tid] = l;
-        int i = k->i0 + tid, h = k->g * group + i / Lq;
         if (lse)
-            lse[lse_off + k->b * lse_st.s0 + h * lse_st.s1 + (i % Lq) * lse_st.s2] =
+            lse[decode_row(lse_off, lse_st, k, group, Lq, k->i0 + tid)] =
                 l > 0.0f ? (mx[tid] + log2(l)) * LN2 : -INFINITY;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -174,8 +180,7 @@ INLINE void decode_merge(__global const float *in, __global elem_t *o, long o_of
         __global const float *p = in + r * row_st + d;
         float acc = 0.0f;
         for (int s = 0; s < splits; s++) acc += w[r * DEC_MAX_SPLITS + s] * p[s * PART];
-        int i = k->i0 + r, h = k->g * group + i / Lq;
-        STORE(o, o_off + k->b * o_st.s0 + h * o_st.s1 + (i % Lq) * o_st.s2 + d * o_st.s3,
+        STORE(o, decode_row(o_off, o_st, k, group, Lq, k->i0 + r) + d * o_st.s3,
               sum[r] > 0.0f ? acc / sum[r] : 0.0f);
     }
 }

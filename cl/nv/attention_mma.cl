@@ -560,8 +560,8 @@ INLINE void copy_queries(__local uchar *tile, __global const elem_t *q, long q_o
                          const dec_block *k, int group, int Lq, int tid)
 {
     for (int e = tid; e < ROWS * DCH; e += MMA_WG) {
-        int r = e / DCH, c = e % DCH, ok = r < k->rows, i = k->i0 + min(r, k->rows - 1);
-        long at = q_off + k->b * q_st.s0 + (long)(k->g * group + i / Lq) * q_st.s1 + (long)(i % Lq) * q_st.s2;
+        int r = e / DCH, c = e % DCH, ok = r < k->rows;
+        long at = decode_row(q_off, q_st, k, group, Lq, k->i0 + min(r, k->rows - 1));
         nv_cp_async16(tile + nv_swizzle(r, c, DCH), (__global const raw_t *)q + (ok ? at + c * CHUNK : 0),
                       ok ? 16u : 0u);
     }
