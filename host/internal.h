@@ -64,7 +64,7 @@ struct clkit_context {
     unsigned char path_proof[CLKIT_PATH_COUNT][CLKIT_FAMILY_COUNT]; /* paths.c's proof states */
     bool amd_emulated;        /* CLKIT_AMD_EMULATE: a CPU device runs AMD matrix-core kernels
                                  with software instructions (context.c) */
-    cl_mem tma_slot;          /* where wgmma kernels publish their TMA tensor maps (matmul.c) */
+    cl_mem tma_slot;          /* where TMA kernels publish their tensor maps (clkit_tma_maps) */
     cl_mem tickets;           /* split-K counters, 0 between kernels (clkit_tickets) */
     size_t tickets_n;
     clkit_tuned_memo tuned;   /* tune_cache.c's parsed tuned.json, reused while unchanged */
@@ -277,6 +277,11 @@ void clkit_scratch_release(clkit_context *ctx, cl_mem buffer, size_t bytes);
 /* At least n split-K counters (cl/common.h's split_last), each 0: zeroed once when made, and
    every kernel that counts on one puts it back to 0. */
 clkit_status clkit_tickets(clkit_context *ctx, size_t n, cl_mem *out);
+/* The context's global memory where a TMA kernel finds its tensor maps, 128 bytes each
+   (CLKIT_TMA_MAPS of them): the queue is in order, so no other call's kernel rewrites them
+   while a call's kernels read them. */
+#define CLKIT_TMA_MAPS 3
+clkit_status clkit_tma_maps(clkit_context *ctx, cl_mem *out);
 /* A new buffer covering exactly the bytes t's view reaches, and t re-based onto it: where a
    tuner writes candidates' results without touching the caller's output. */
 clkit_status clkit_scratch_like(clkit_context *ctx, const clkit_tensor *t, clkit_tensor *out,

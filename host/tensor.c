@@ -332,6 +332,14 @@ clkit_status clkit_tickets(clkit_context *ctx, size_t n, cl_mem *out)
     return CLKIT_OK;
 }
 
+clkit_status clkit_tma_maps(clkit_context *ctx, cl_mem *out)
+{
+    cl_int err = CL_SUCCESS;
+    if (!ctx->tma_slot) ctx->tma_slot = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, CLKIT_TMA_MAPS * 128, NULL, &err);
+    *out = ctx->tma_slot;
+    return ctx->tma_slot ? CLKIT_OK : clkit_cl_fail(ctx, err, "clCreateBuffer (TMA tensor maps)");
+}
+
 /* Into the pool's free entry, else in place of its smallest buffer if that is smaller. */
 void clkit_scratch_release(clkit_context *ctx, cl_mem buffer, size_t bytes)
 {

@@ -7,7 +7,7 @@
 # tf32_shapes table with f32 operands, TF32 and 3xTF32) in every operand layout, linear +
 # cross-entropy's fused tiles (host/ops/cross_entropy.c) with their epilogues, and those of host/ops/attention.c
 # (mma_fwd, mma_dkdv, mma_dq in both 16-bit dtypes; their _f32 tables in f32) for each head dim
-# they serve whose tiles fit the architecture's local memory, and its wgmma_fwd tiles for sm_90a;
+# they serve whose tiles fit the architecture's local memory, and its wgmma_fwd tiles for sm_90a (loaded by cp.async and by the TMA);
 # and softmax's and layer norm's
 # warp-shuffle builds. Prints "nvptx-compile: N passed, M failed"; exits nonzero on any failure.
 # Usage: tests/compile_nvptx.sh [CLANG=clang-19]
@@ -202,13 +202,15 @@ attention_wgmma() {
     for d in 64 128 256; do
       [ "$d" -gt "$lo" ] && [ "$d" -le "$maxd" ] || continue
       for dt in F16 BF16; do
-        built=""
-        build "attention fwd wgmma ${bm}x${bn} w$w d$d $dt" 90a nv/attention_mma.cl -D "DTYPE_$dt" \
-          -D ATTN_FWD -D WGMMA -D HEAD_DIM="$d" -D BLOCK_M="$bm" -D BLOCK_N="$bn" -D WARPS="$w"
-        if [[ "$built" == *serialized* ]]; then
-          echo "FAIL: attention fwd wgmma ${bm}x${bn} d$d $dt: ptxas serialised its wgmma"
-          pass=$((pass - 1)) fail=$((fail + 1))
-        fi
+        for tma in "" "-D TMA"; do
+          built=""
+          build "attention fwd wgmma ${bm}x${bn} w$w d$d $dt $tma" 90a nv/attention_mma.cl -D "DTYPE_$dt" \
+            -D ATTN_FWD -D WGMMA -D HEAD_DIM="$d" -D BLOCK_M="$bm" -D BLOCK_N="$bn" -D WARPS="$w" $tma
+          if [[ "$built" == *serialized* ]]; then
+            echo "FAIL: attention fwd wgmma ${bm}x${bn} d$d $dt $tma: ptxas serialised its wgmma"
+            pass=$((pass - 1)) fail=$((fail + 1))
+          fi
+        done
       done
     done
     lo=$maxd

@@ -477,6 +477,72 @@ INLINE void wg_rescale_product(float *acc, const float alpha[2], const float *p,
     for (int i = 0; i < BLOCK_N / 4; i++) __asm__ volatile("" : "+r"(a[i]) :: "memory");
 }
 
+#if defined(TMA)
+/* ---- The forward fed by the TMA (-D TMA, sm_90) ----
+
+   Thread 0 issues q once and each key block's K and V as one box a 64-head-dim panel, in the
+   layout copy_panels writes (the copy unit zero-fills rows past L as copy_panels does), and
+   the warps wait on a tile's mbarrier instead of on copies of their own: no warp spends
+   issue slots on the 16 copies a thread a key block that cp.async takes at head dim 128. K
+   and V land on separate mbarriers, so the scores wait for K alone. The tensor maps are built
+   once a call by attn_tma_maps, a one-work-item kernel the host enqueues first, so that no
+   work-group pays for building them. */
+#define TMA_PARAMS , __global const ulong16 *maps
+#define TMA_MAPS 3 /* q, K, V */
+
+/* The map of a [B, H, L, HEAD_DIM] view (offset and strides in elements): boxes of 64 head
+   dims x `rows` positions of one head. A size-1 dimension's stride, 0 in the view, stands in
+   as the dense one. */
+INLINE void head_map(__global ulong16 *slot, __local ulong16 *stage, __global const elem_t *t, long off,
+                     long4 st, int B, int H, int L, int rows)
+{
+    long sl = st.s2 ? st.s2 : HEAD_DIM, sh = st.s1 ? st.s1 : L * sl, sb = st.s0 ? st.s0 : H * sh;
+    nv_tmap_fill(stage, t + off, 4, HEAD_DIM, (uint)max(L, 1), (uint)max(H, 1), (uint)max(B, 1),
+                 (ulong)sl * ESIZE, (ulong)sh * ESIZE, (ulong)sb * ESIZE, (uint)rows);
+    nv_tmap_store(slot, stage);
+}
+
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attn_tma_maps(
+    IN(q), IN(k), IN(v), __global ulong16 *maps, int B, int Hq, int Hkv, int Lq, int Lk)
+{
+    __local ulong16 stage[TMA_MAPS];
+    head_map(maps, stage, q, q_off, q_st, B, Hq, Lq, BLOCK_M);
+    head_map(maps + 1, stage + 1, k, k_off, k_st, B, Hkv, Lk, BLOCK_N);
+    head_map(maps + 2, stage + 2, v, v_off, v_st, B, Hkv, Lk, BLOCK_N);
+}
+
+/* mbarriers: q's, then K's and V's of each buffer. */
+#define BAR_Q 0
+#define BAR_K(j) (1 + (j) % 2)
+#define BAR_V(j) (3 + (j) % 2)
+#define BARS 5
+
+/* Rows from `row` of head (h, b) of map's tensor, every panel, into tile; on bar. */
+INLINE void tma_rows(__local uchar *tile, __global const ulong16 *map, int rows, int row, int h, int b,
+                     __local ulong *bar)
+{
+    nv_mbar_expect(bar, TILE_BYTES(rows));
+    #pragma unroll
+    for (int p = 0; p < HEAD_DIM / 64; p++) nv_tma_load4(tile + p * PANEL_BYTES(rows), map, 64 * p, row, h, b, bar);
+}
+
+/* Thread 0's start: the mbarriers, the maps acquired, q and key block 0 issued. */
+INLINE void tma_start(__local uchar *qs, __local uchar *ks, __local uchar *vs, __global const ulong16 *maps,
+                      __local ulong *bars, int m0, int h, int hk, int b, int n_end)
+{
+    for (int i = 0; i < BARS; i++) nv_mbar_init(bars + i, 1);
+    nv_fence_proxy_async();
+    for (int i = 0; i < TMA_MAPS; i++) nv_tmap_acquire(maps + i);
+    tma_rows(qs, maps, BLOCK_M, m0, h, b, bars + BAR_Q);
+    if (n_end > 0) {
+        tma_rows(ks, maps + 1, BLOCK_N, 0, hk, b, bars + BAR_K(0));
+        tma_rows(vs, maps + 2, BLOCK_N, 0, hk, b, bars + BAR_V(0));
+    }
+}
+#else
+#define TMA_PARAMS
+#endif
+
 /* Grid (B x Hq x MMA_WG, query blocks), as attn_fwd_mma. Each product is waited for before the
    next: a version that overlapped the softmax with P V inside each warpgroup, as
    FlashAttention-3 does (the scores of block j + 1 issued before P_j V_j, P double-buffered),
@@ -484,7 +550,7 @@ INLINE void wg_rescale_product(float *acc, const float alpha[2], const float *p,
    tensor cores, and its extra registers cost more than the overlap gave. */
 __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_wgmma(
     IN(q), IN(k), IN(v), OUT(o), __global float *lse, long lse_off, long4 lse_st, int Hq,
-    int group, int Lq, int Lk, int diag, float scale2)
+    int group, int Lq, int Lk, int diag, float scale2 TMA_PARAMS)
 {
     /* wgmma's swizzle is a function of the address: every tile starts on 1024 bytes. */
     __local uint4 words[(TILE_BYTES(BLOCK_M) + 4 * TILE_BYTES(BLOCK_N) + 1024) / 16];
@@ -494,6 +560,12 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_wgmma
     int bh = grid_head(), b = bh / Hq, h = bh % Hq, m0 = query_block_start(Lq, diag < Lk);
     int rows = min(BLOCK_M, Lq - m0), n_end = keys_end(m0, rows, Lk, diag);
     int row0 = m0 + wm + lane / 4, col_lane = 2 * (lane % 4);
+#if defined(TMA)
+    __local ulong bars[BARS];
+    if (tid == 0) tma_start(qs, ks, vs, maps, bars, m0, h, h / group, b, n_end);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    nv_mbar_wait(bars + BAR_Q, 0);
+#else
     __global const raw_t *kg = (__global const raw_t *)(k + HEAD(k, b, h / group));
     __global const raw_t *vg = (__global const raw_t *)(v + HEAD(v, b, h / group));
     copy_panels(qs, (__global const raw_t *)(q + HEAD(q, b, h) + m0 * q_st.s2), q_st.s2, BLOCK_M, rows, tid);
@@ -502,6 +574,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_wgmma
         copy_panels(vs, vg, v_st.s2, BLOCK_N, min(BLOCK_N, Lk), tid);
     }
     nv_cp_async_commit();
+#endif
 
     float m[1][2] = {{-INFINITY, -INFINITY}}, l[1][2] = {{0.0f, 0.0f}};
     held_acc acc;
@@ -509,8 +582,17 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_wgmma
     for (int n0 = 0, j = 0; n0 < n_end; n0 += BLOCK_N, j++) {
         int keys = min(BLOCK_N, Lk - n0), next = n0 + BLOCK_N;
         __local uchar *kc = ks + (j % 2) * TILE_BYTES(BLOCK_N), *vc = vs + (j % 2) * TILE_BYTES(BLOCK_N);
-        /* Block j has landed, and every warpgroup is done with block j - 1, whose buffers
-           block j + 1 takes. */
+        /* Block j has landed (with the TMA: its K), and every warpgroup is done with block
+           j - 1, whose buffers block j + 1 takes. */
+#if defined(TMA)
+        nv_mbar_wait(bars + BAR_K(j), (j / 2) & 1);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (tid == 0 && next < n_end) {
+            int o2 = ((j + 1) % 2) * TILE_BYTES(BLOCK_N);
+            tma_rows(ks + o2, maps + 1, BLOCK_N, next, h / group, b, bars + BAR_K(j + 1));
+            tma_rows(vs + o2, maps + 2, BLOCK_N, next, h / group, b, bars + BAR_V(j + 1));
+        }
+#else
         NV_CP_ASYNC_WAIT(0);
         nv_fence_proxy_async();
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -520,12 +602,16 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_wgmma
             copy_panels(vs + o2, vg + next * v_st.s2, v_st.s2, BLOCK_N, keys2, tid);
         }
         nv_cp_async_commit();
+#endif
         score_acc s;
         wg_scores(&s[0][0][0], qs + g * PANEL_BYTES(64), kc);
         if (keys < BLOCK_N || hidden(n0 + BLOCK_N - 1, m0, diag))
             mask_acc(s, row0, n0 + col_lane, Lk, diag, 1);
         float o_scale[1][2];
         softmax_acc(s, m, l, o_scale, scale2);
+#if defined(TMA)
+        nv_mbar_wait(bars + BAR_V(j), (j / 2) & 1);
+#endif
         wg_rescale_product(&acc[0][0][0], o_scale[0], &s[0][0][0], vc);
     }
     finish_rows(o + HEAD(o, b, h), o_st, lse, lse_off + b * lse_st.s0 + h * lse_st.s1, lse_st.s2,

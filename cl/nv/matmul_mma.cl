@@ -501,7 +501,7 @@ INLINE void tma_map(__global ulong16 *slot, __local ulong16 *stage, __global con
     long rs = row_stride ? row_stride : (inner + CHUNK - 1) / CHUNK * CHUNK;
     long bs = batch_stride ? batch_stride : rows * rs;
     nv_tmap_publish(slot, stage, base, (uint)inner, (uint)rows, batch_stride ? (uint)get_num_groups(1) : 1u,
-                    (ulong)rs * ELEM_BYTES, (ulong)bs * ELEM_BYTES, 64, (uint)box_rows);
+                    (ulong)rs * ELEM_BYTES, (ulong)bs * ELEM_BYTES, (uint)box_rows);
 }
 
 /* Thread 0 builds the call's maps (tma_operand's boxes) in the context's slot and readies one

@@ -210,45 +210,66 @@ NV_INLINE int nv_wgmma_offset(int row, int chunk, int rows)
     return (chunk / 8) * rows * 128 + nv_swizzle(row, chunk % 8, 8);
 }
 
-/* Hopper's tensor memory accelerator (TMA): one thread copies a whole box of a 2-D or 3-D
-   tensor into local memory, written in the 128-byte swizzle wgmma reads, rows and columns past
-   the tensor's edge zero-filled; an mbarrier counts the bytes landed. The box's geometry is a
-   128-byte tensor map. OpenCL reaches neither the CUDA driver's encoder nor a buffer's
-   address on the host, so the work-group builds the map itself, as Triton's device-side
+/* Hopper's tensor memory accelerator (TMA): one thread copies a whole box of a tensor of up
+   to four dimensions into local memory, written in the 128-byte swizzle wgmma reads, rows and
+   columns past the tensor's edge zero-filled; an mbarrier counts the bytes landed. The box's
+   geometry is a 128-byte tensor map. OpenCL reaches neither the CUDA driver's encoder nor a
+   buffer's address on the host, so the device builds the map itself, as Triton's device-side
    descriptors do: zeroes in local memory, each field written by tensormap.replace, then the
-   whole map stored in global memory, where the copy unit reads it. Every work-group of a call
-   stores the same bytes to the same slot, so a map a work-group already reads never changes
-   under it. A 3-D tensor of 16-bit elements: extents nx (contiguous), ny, nz; strides of y
-   and z in bytes (multiples of 16); boxes of bx x by x 1. `stage`: 128-byte aligned local
-   memory. Arch-specific (NV_90A), as wgmma. */
-NV_INLINE void nv_tmap_publish(__global ulong16 *slot, __local ulong16 *stage, __global const void *base,
-                               uint nx, uint ny, uint nz, ulong sy, ulong sz, uint bx, uint by)
+   whole map stored in global memory, where the copy unit reads it. 16-bit elements, extents
+   n0 (contiguous) to n3, strides of the outer dimensions in bytes (multiples of 16), boxes of
+   64 x b1 x 1 x 1. `stage`: 128-byte aligned local memory. Arch-specific (NV_90A), as wgmma. */
+#define NV_TMAP_SET(field, i, type) NV_90A("tensormap.replace.tile." field ".shared::cta.b1024." type " [%0], " i ";")
+#define NV_TMAP_DIM(i, si, n, b, s) NV_TMAP_SET("global_dim", #i ", %" #n, "b32") \
+    NV_TMAP_SET("box_dim", #i ", %" #b, "b32") NV_TMAP_SET("element_stride", #i ", 1", "b32") \
+    NV_TMAP_SET("global_stride", #si ", %" #s, "b64")
+
+NV_INLINE void nv_tmap_fill(__local ulong16 *stage, __global const void *base, int rank, uint n0, uint n1,
+                            uint n2, uint n3, ulong s1, ulong s2, ulong s3, uint b1)
 {
     *stage = (ulong16)(0);
     __asm__ volatile(NV_90A("tensormap.replace.tile.global_address.shared::cta.b1024.b64 [%0], %1;")
-                     NV_90A("tensormap.replace.tile.rank.shared::cta.b1024.b32 [%0], 2;")
-                     NV_90A("tensormap.replace.tile.global_dim.shared::cta.b1024.b32 [%0], 0, %2;")
-                     NV_90A("tensormap.replace.tile.global_dim.shared::cta.b1024.b32 [%0], 1, %3;")
-                     NV_90A("tensormap.replace.tile.global_dim.shared::cta.b1024.b32 [%0], 2, %4;")
-                     NV_90A("tensormap.replace.tile.global_stride.shared::cta.b1024.b64 [%0], 0, %5;")
-                     NV_90A("tensormap.replace.tile.global_stride.shared::cta.b1024.b64 [%0], 1, %6;")
-                     NV_90A("tensormap.replace.tile.box_dim.shared::cta.b1024.b32 [%0], 0, %7;")
-                     NV_90A("tensormap.replace.tile.box_dim.shared::cta.b1024.b32 [%0], 1, %8;")
-                     NV_90A("tensormap.replace.tile.box_dim.shared::cta.b1024.b32 [%0], 2, 1;")
-                     NV_90A("tensormap.replace.tile.element_stride.shared::cta.b1024.b32 [%0], 0, 1;")
-                     NV_90A("tensormap.replace.tile.element_stride.shared::cta.b1024.b32 [%0], 1, 1;")
-                     NV_90A("tensormap.replace.tile.element_stride.shared::cta.b1024.b32 [%0], 2, 1;")
-                     NV_90A("tensormap.replace.tile.elemtype.shared::cta.b1024.b32 [%0], 1;") /* u16 */
-                     NV_90A("tensormap.replace.tile.interleave_layout.shared::cta.b1024.b32 [%0], 0;")
-                     NV_90A("tensormap.replace.tile.swizzle_mode.shared::cta.b1024.b32 [%0], 3;") /* 128 B */
-                     NV_90A("tensormap.replace.tile.fill_mode.shared::cta.b1024.b32 [%0], 0;") /* zeros */
-                     :: "r"(nv_shared(stage)), "l"(base), "r"(nx), "r"(ny), "r"(nz), "l"(sy), "l"(sz),
-                        "r"(bx), "r"(by) : "memory");
+                     NV_TMAP_SET("elemtype", "1", "b32")          /* u16 */
+                     NV_TMAP_SET("interleave_layout", "0", "b32")
+                     NV_TMAP_SET("swizzle_mode", "3", "b32")      /* 128 B */
+                     NV_TMAP_SET("fill_mode", "0", "b32")         /* zeros */
+                     NV_TMAP_SET("global_dim", "0, %2", "b32")
+                     NV_TMAP_SET("box_dim", "0, 64", "b32")
+                     NV_TMAP_SET("element_stride", "0, 1", "b32")
+                     NV_TMAP_DIM(1, 0, 3, 7, 5)
+                     NV_TMAP_DIM(2, 1, 4, 8, 6)
+                     :: "r"(nv_shared(stage)), "l"(base), "r"(n0), "r"(n1), "r"(n2), "l"(s1), "l"(s2),
+                        "r"(b1), "r"(1u) : "memory");
+    if (rank == 4)
+        __asm__ volatile(NV_TMAP_DIM(3, 2, 1, 2, 3) NV_TMAP_SET("rank", "3", "b32")
+                         :: "r"(nv_shared(stage)), "r"(n3), "r"(1u), "l"(s3) : "memory");
+    else
+        __asm__ volatile(NV_TMAP_SET("rank", "2", "b32") :: "r"(nv_shared(stage)) : "memory");
+}
+
+/* The map in stage -> slot, released to the tensormap proxy: a later kernel of the queue
+   acquires it (nv_tmap_acquire) before its first copy. */
+NV_INLINE void nv_tmap_store(__global ulong16 *slot, __local const ulong16 *stage)
+{
     #pragma unroll
     for (int i = 0; i < 8; i++) ((__global ulong2 *)slot)[i] = ((__local const ulong2 *)stage)[i];
     __asm__ volatile(NV_90A("fence.proxy.tensormap::generic.release.gpu;") ::: "memory");
-    __asm__ volatile(NV_90A("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;")
-                     :: "l"(slot) : "memory");
+}
+
+NV_INLINE void nv_tmap_acquire(__global const ulong16 *slot)
+{
+    __asm__ volatile(NV_90A("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;") :: "l"(slot) : "memory");
+}
+
+/* A 3-D map built and published by the work-group that uses it. Every work-group of a call
+   stores the same bytes to the same slot, so a map a work-group already reads never changes
+   under it. */
+NV_INLINE void nv_tmap_publish(__global ulong16 *slot, __local ulong16 *stage, __global const void *base,
+                               uint nx, uint ny, uint nz, ulong sy, ulong sz, uint by)
+{
+    nv_tmap_fill(stage, base, 3, nx, ny, nz, 1, sy, sz, sz, by);
+    nv_tmap_store(slot, stage);
+    nv_tmap_acquire(slot);
 }
 
 NV_INLINE void nv_mbar_init(__local ulong *bar, uint arrivals)
@@ -275,13 +296,23 @@ NV_INLINE void nv_mbar_wait(__local ulong *bar, uint parity)
                          : "+r"(done) : "r"(nv_shared(bar)), "r"(parity) : "memory");
 }
 
-/* The box of `map` whose first element is (x, y, z), x the contiguous dimension -> dst. */
+/* The box of `map` (3-D) whose first element is (x, y, z), x the contiguous dimension -> dst. */
 NV_INLINE void nv_tma_load(__local void *dst, __global const ulong16 *map, int x, int y, int z,
                            __local ulong *bar)
 {
     __asm__ volatile(NV_90A("cp.async.bulk.tensor.3d.shared::cluster.global.tile"
                             ".mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];")
                      :: "r"(nv_shared(dst)), "l"(map), "r"(x), "r"(y), "r"(z),
+                        "r"(nv_shared(bar)) : "memory");
+}
+
+/* The same for a 4-D map, first element (x, y, z, w). */
+NV_INLINE void nv_tma_load4(__local void *dst, __global const ulong16 *map, int x, int y, int z, int w,
+                            __local ulong *bar)
+{
+    __asm__ volatile(NV_90A("cp.async.bulk.tensor.4d.shared::cluster.global.tile"
+                            ".mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];")
+                     :: "r"(nv_shared(dst)), "l"(map), "r"(x), "r"(y), "r"(z), "r"(w),
                         "r"(nv_shared(bar)) : "memory");
 }
 

@@ -427,6 +427,15 @@ static int mma_view(const clkit_tensor *t)
     return 1;
 }
 
+/* Whether the TMA can read t: its strides, in bytes, below 2^40 (cl/nv/attention_mma.cl's
+   head_map takes the rest of mma_view's rules). */
+static int tma_view(const clkit_tensor *t)
+{
+    for (int i = 0; i < 3; i++)
+        if ((uint64_t)t->strides[i] >= (1ull << 39)) return 0;
+    return 1;
+}
+
 /* ---- AMD matrix cores (cl/amd/attention_matrix.cl: forward and backward, on MFMA) ---- */
 
 /* Rows held and streamed, waves of 64 (each holds 32 rows), the most held rows first: the
@@ -508,6 +517,7 @@ typedef struct pass {
     mma_tiles mt[3];
     tiles cands[24];
     int ncands, cand; /* ncands -1: not listed yet */
+    int tma_views;    /* the TMA can read every input (tma_view) */
     int i;            /* the kernel being planned */
     blocking chosen[3];
 } pass;
@@ -558,7 +568,13 @@ static clkit_status plan_attention(clkit_context *ctx, void *arg, size_t wg_limi
         size_t stem = strlen(name) - (amd && !delta ? 4 : 0);
         snprintf(plan->name, sizeof plan->name, "%.*s%s", (int)stem, name, amd && !delta ? "_matrix" : "");
         mma_options(ps->p, ps->bwd, mt, plan->options, sizeof plan->options);
-        if (wg) strncat(plan->options, " -D WGMMA", sizeof plan->options - strlen(plan->options) - 1);
+        /* The forward loads by the TMA where it may, wgmma's loads by cp.async otherwise. */
+        if (wg) {
+            bool tma = ps->tma_views && clkit_path_allowed(ctx, CLKIT_PATH_NV_TMA, CLKIT_FAMILY_ATTENTION);
+            strncat(plan->options, tma ? " -D WGMMA -D TMA" : " -D WGMMA",
+                    sizeof plan->options - strlen(plan->options) - 1);
+            if (tma) path = CLKIT_PATH_NV_TMA;
+        }
         if (amd) {
             size_t used = strlen(plan->options);
             snprintf(plan->options + used, sizeof plan->options - used, " -D WAVE=64 -D MATRIX_MFMA32%s",
@@ -587,23 +603,25 @@ static bool local_fits(clkit_context *ctx, cl_kernel k)
 }
 
 /* The kernels names_mma[i] (tiles of kinds[i]) where the problem and the device take them,
-   else the portable names_portable[i], with their plans. A portable kernel that does not fit
-   moves the pass to its next candidate tiles, and the pass is planned again, so that its
-   portable kernels share one tile. */
+   else the portable names_portable[i], with their plans (into plans[i] where plans is not
+   NULL). A portable kernel that does not fit moves the pass to its next candidate tiles, and
+   the pass is planned again, so that its portable kernels share one tile. */
 static clkit_status choose_kernels(clkit_context *ctx, const problem *p, int bwd,
                                    const clkit_tensor *const *ins, int nin, const int *kinds,
                                    const char *const *names_mma, const char *const *names_portable,
-                                   int n, cl_kernel *ks, blocking *out)
+                                   int n, cl_kernel *ks, blocking *out, clkit_plan *plans)
 {
     pass ps = {.p = p, .bwd = bwd, .names_mma = names_mma, .names_portable = names_portable,
-               .ncands = -1};
+               .ncands = -1, .tma_views = 1};
     mma_choice(ctx, p, ins, nin, kinds, n, ps.mt, ps.on);
+    for (int i = 0; i < nin; i++) ps.tma_views &= tma_view(ins[i]);
     for (ps.i = 0; ps.i < n;) {
         clkit_plan pl;
         clkit_status s = clkit_plan_kernel(ctx, plan_attention, &ps, &pl, &ks[ps.i]);
         if (s) return s;
         if (pl.path != CLKIT_PATH_NONE || local_fits(ctx, ks[ps.i])) {
             out[ps.i] = ps.chosen[ps.i];
+            if (plans) plans[ps.i] = pl;
             ps.i++;
             continue;
         }
@@ -841,6 +859,22 @@ static clkit_status decode(clkit_context *ctx, const call *c)
     return s;
 }
 
+/* The TMA forward's tensor maps of q, k and v, built into the context's map slot by the
+   program's attn_tma_maps (one work-item) before the forward runs. */
+static clkit_status tma_maps(clkit_context *ctx, const clkit_plan *pl, const problem *p, const kview *vq,
+                             const kview *vk, const kview *vv, cl_mem *maps)
+{
+    cl_kernel k;
+    clkit_status s = clkit_get_kernel(ctx, pl->file, "attn_tma_maps", pl->options, &k);
+    if (s || (s = clkit_tma_maps(ctx, maps))) return s;
+    cl_int b = (cl_int)p->b, hq = (cl_int)p->hq, hkv = (cl_int)p->hkv, lq = (cl_int)p->lq, lk = (cl_int)p->lk;
+    clkit_args a = clkit_args_of(k);
+    arg_view(&a, vq), arg_view(&a, vk), arg_view(&a, vv), clkit_arg_mem(&a, *maps);
+    clkit_arg(&a, 4, &b), clkit_arg(&a, 4, &hq), clkit_arg(&a, 4, &hkv), clkit_arg(&a, 4, &lq), clkit_arg(&a, 4, &lk);
+    size_t one = 1;
+    return clkit_run(ctx, &a, 1, &one, &one);
+}
+
 /* The forward of a validated, non-empty call (force: the tuner's tiles, else NULL). */
 static clkit_status forward(clkit_context *ctx, const call *c, const tiles *force)
 {
@@ -850,18 +884,22 @@ static clkit_status forward(clkit_context *ctx, const call *c, const tiles *forc
     const clkit_tensor *ins[3] = {c->q, c->k, c->v};
     cl_kernel kern;
     blocking t;
+    clkit_plan pl;
     clkit_status s;
-    if ((s = choose_kernels(ctx, &p, 0, ins, 3, fwd_kinds, fwd_names_mma, fwd_names, 1, &kern, &t)))
+    if ((s = choose_kernels(ctx, &p, 0, ins, 3, fwd_kinds, fwd_names_mma, fwd_names, 1, &kern, &t, &pl)))
         return s;
     kview vq = kview_of(c->q), vk = kview_of(c->k), vv = kview_of(c->v), vo = kview_of(c->o);
     kview vl = kview_of(c->lse);
     cl_int hq = (cl_int)p.hq, group = (cl_int)(p.hq / p.hkv), lq = (cl_int)p.lq, lk = (cl_int)p.lk;
     cl_int diag = diag_of(&p);
     float scale2 = scale_log2(&p);
+    cl_mem maps = NULL;
+    if (pl.path == CLKIT_PATH_NV_TMA && (s = tma_maps(ctx, &pl, &p, &vq, &vk, &vv, &maps))) return s;
     clkit_args a = clkit_args_of(kern);
     arg_view(&a, &vq), arg_view(&a, &vk), arg_view(&a, &vv), arg_view(&a, &vo), arg_view(&a, &vl);
     clkit_arg(&a, 4, &hq), clkit_arg(&a, 4, &group), clkit_arg(&a, 4, &lq), clkit_arg(&a, 4, &lk), clkit_arg(&a, 4, &diag);
     clkit_arg(&a, 4, &scale2);
+    if (maps) clkit_arg_mem(&a, maps);
     /* Heads across, blocks down: cl/attention.h's grid_block. */
     size_t global[2] = {(size_t)(p.b * p.hq) * t.wg, groups_of(p.lq, t.bm)}, local[2] = {t.wg, 1};
     return clkit_run(ctx, &a, 2, global, local);
@@ -945,7 +983,7 @@ static clkit_status backward(clkit_context *ctx, const call *c, const tiles *for
     cl_kernel kern[3];
     blocking t[3];
     clkit_status s;
-    if ((s = choose_kernels(ctx, &p, 1, ins, 4, bwd_kinds, bwd_names_mma, bwd_names, 3, kern, t)))
+    if ((s = choose_kernels(ctx, &p, 1, ins, 4, bwd_kinds, bwd_names_mma, bwd_names, 3, kern, t, NULL)))
         return s;
     bwd_views bv = {kview_of(c->q), kview_of(c->k), kview_of(c->v), kview_of(c->o),
                     kview_of(c->dout), kview_of(c->lse), kview_of(c->dq), kview_of(c->dk),

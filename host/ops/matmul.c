@@ -909,16 +909,6 @@ static void tma_prepare(const clkit_context *ctx, problem *pr, const clkit_confi
               tma_strides(pr->bs);
 }
 
-/* The context's 256 bytes where a TMA kernel's work-groups publish its two tensor maps (the
-   queue is in order: no other call's kernel runs meanwhile). */
-static clkit_status tma_slot(clkit_context *ctx, cl_mem *out)
-{
-    cl_int err = CL_SUCCESS;
-    if (!ctx->tma_slot) ctx->tma_slot = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, 256, NULL, &err);
-    *out = ctx->tma_slot;
-    return ctx->tma_slot ? CLKIT_OK : clkit_cl_fail(ctx, err, "clCreateBuffer (TMA tensor maps)");
-}
-
 /* An operand's buffer, element offset and (batch, row, column) strides. */
 static void arg_operand(clkit_args *a, cl_mem buf, int64_t off, const int64_t *st)
 {
@@ -937,7 +927,7 @@ static clkit_status arg_operands(clkit_context *ctx, clkit_args *a, const proble
     clkit_arg_float(a, pr->opt.alpha), clkit_arg_float(a, pr->opt.beta);
     clkit_arg_int(a, pr->opt.activation), clkit_arg_float(a, pr->opt.leaky_slope);
     cl_mem slot;
-    clkit_status s = pr->tma ? tma_slot(ctx, &slot) : CLKIT_OK;
+    clkit_status s = pr->tma ? clkit_tma_maps(ctx, &slot) : CLKIT_OK;
     if (!s && pr->tma) clkit_arg_mem(a, slot);
     return s;
 }
