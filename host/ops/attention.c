@@ -392,8 +392,10 @@ static int mma_pick(const struct clkit_device_props *dp, int d, size_t es, int k
 /* Hopper's wgmma forward (attn_fwd_wgmma): two warpgroups of 64 query rows; the key block
    by head dim, so that a lane's scores (bn / 2) and output (d / 2) fit its 255 registers
    (ptxas for sm_90a, tests/compile_nvptx.sh prints them). Local memory: q, and two stages
-   of K and V, 1024-aligned. */
-static const mma_tiles wgmma_fwd[] = {{128, 128, 8, 128, 0}, {128, 64, 8, 256, 0}};
+   of K and V, 1024-aligned. At D 128, 64 keys a block leave room (99 KB) for two work-groups
+   a compute unit, which took an H200 from 495 to 558 TFLOP/s at L 4096 (128 keys: 164 KB,
+   one); at D 64, 64 keys were 14 % slower than 128 (docs/attention.md). */
+static const mma_tiles wgmma_fwd[] = {{128, 128, 8, 64, 0}, {128, 64, 8, 256, 0}};
 
 static uint64_t wgmma_local(const mma_tiles *t, int d)
 {
