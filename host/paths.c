@@ -40,8 +40,7 @@ static const struct {
     unsigned uses;
 } families[CLKIT_FAMILY_COUNT] = {
     [CLKIT_FAMILY_MATMUL] = {"matmul", TENSOR_CORES | MATRIX_CORES},
-    [CLKIT_FAMILY_ATTENTION] = {"attention", (1u << CLKIT_PATH_NV_MMA) | (1u << CLKIT_PATH_NV_WGMMA) |
-                                                 (1u << CLKIT_PATH_AMD_MFMA)},
+    [CLKIT_FAMILY_ATTENTION] = {"attention", TENSOR_CORES | (1u << CLKIT_PATH_AMD_MFMA)},
     [CLKIT_FAMILY_CROSS_ENTROPY] = {"cross_entropy", TENSOR_CORES},
     [CLKIT_FAMILY_SOFTMAX] = {"softmax", 1u << CLKIT_PATH_NV_SHUFFLE},
     [CLKIT_FAMILY_LAYERNORM] = {"layernorm", 1u << CLKIT_PATH_NV_SHUFFLE},

@@ -162,7 +162,7 @@ typedef enum clkit_fast_path {
 /* The fast paths the op family `op` ("matmul", "attention", "cross_entropy", "softmax",
    "layernorm") may take on this context now, as clkit_fast_path bits, of those its kernels
    have: matmul NV_MMA, NV_WGMMA, NV_TMA, AMD_MFMA and AMD_WMMA; cross_entropy the NV ones;
-   attention NV_MMA, NV_WGMMA and AMD_MFMA; softmax and layernorm NV_SHUFFLE. The device and the switches
+   attention the NV ones and AMD_MFMA; softmax and layernorm NV_SHUFFLE. The device and the switches
    (CLKIT_TENSOR_CORES, CLKIT_WGMMA, CLKIT_NV_TMA, CLKIT_AMD_MATRIX = 0) set them; a path whose program fails to build, or whose known-answer test
    fails on this device, is off from then on for the family that found it, and only that one
    (the call that found it runs on the next path down). Whether a call takes a path also

@@ -189,25 +189,28 @@ attention() {
     done
   done
 }
-# attention_wgmma: each tile (BLOCK_M, BLOCK_N, WARPS, largest head dim, -) of host/ops/attention.c's
-# wgmma_fwd table for the head dims it serves (those above the previous tile's), in each 16-bit
-# dtype, for sm_90a. A build whose wgmma ptxas serialises (it does so where it cannot prove
-# that no other instruction touches an in-flight wgmma's registers) fails: it would run, slowly.
+# attention_wgmma TABLE PASS VARIANTS: each tile (BLOCK_M, BLOCK_N, WARPS, largest head dim, -)
+# of host/ops/attention.c's TABLE for the head dims it serves (those above the previous tile's),
+# in each 16-bit dtype, for sm_90a, once a variant ("-" for none). A build whose wgmma ptxas
+# serialises (it does so where it cannot prove that no other instruction touches an in-flight
+# wgmma's registers) fails: it would run, slowly.
 attention_wgmma() {
   local tiles lo=32 d
-  tiles=$(table "$root/host/ops/attention.c" wgmma_fwd)
-  [ -n "$tiles" ] || { echo "no wgmma_fwd table in host/ops/attention.c"; fail=$((fail + 1)); }
+  tiles=$(table "$root/host/ops/attention.c" "$1")
+  [ -n "$tiles" ] || { echo "no $1 table in host/ops/attention.c"; fail=$((fail + 1)); }
   for t in $tiles; do
     IFS=, read -r bm bn w maxd _ <<<"$t"
     for d in 64 128 256; do
       [ "$d" -gt "$lo" ] && [ "$d" -le "$maxd" ] || continue
       for dt in F16 BF16; do
-        for tma in "" "-D TMA"; do
+        for variant in $3; do
           built=""
-          build "attention fwd wgmma ${bm}x${bn} w$w d$d $dt $tma" 90a nv/attention_mma.cl -D "DTYPE_$dt" \
-            -D ATTN_FWD -D WGMMA -D HEAD_DIM="$d" -D BLOCK_M="$bm" -D BLOCK_N="$bn" -D WARPS="$w" $tma
+          # shellcheck disable=SC2046 # one flag or none
+          build "attention $2 wgmma ${bm}x${bn} w$w d$d $dt $variant" 90a nv/attention_mma.cl -D "DTYPE_$dt" \
+            -D "ATTN_$2" -D WGMMA -D HEAD_DIM="$d" -D BLOCK_M="$bm" -D BLOCK_N="$bn" -D WARPS="$w" \
+            $([ "$variant" = - ] || echo -D "$variant")
           if [[ "$built" == *serialized* ]]; then
-            echo "FAIL: attention fwd wgmma ${bm}x${bn} d$d $dt $tma: ptxas serialised its wgmma"
+            echo "FAIL: attention $2 wgmma ${bm}x${bn} d$d $dt $variant: ptxas serialised its wgmma"
             pass=$((pass - 1)) fail=$((fail + 1))
           fi
         done
@@ -216,7 +219,9 @@ attention_wgmma() {
     lo=$maxd
   done
 }
-attention_wgmma
+# the forward loaded by cp.async and by the TMA; the backward (dK/dV and dQ)
+attention_wgmma wgmma_fwd FWD "- TMA"
+attention_wgmma wgmma_bwd BWD -
 
 # Decoding on the tensor cores (attn_decode_mma), as host/ops/attention.c's plan_decode_mma
 # builds it (sm_90 only: its rings need sm_90's local memory), in each 16-bit dtype and head

@@ -16,8 +16,7 @@ static const char *families[] = {"matmul", "attention", "cross_entropy", "softma
 #define NFAMILIES (sizeof families / sizeof *families)
 #define TENSOR_CORES (CLKIT_FAST_PATH_NV_MMA | CLKIT_FAST_PATH_NV_WGMMA | CLKIT_FAST_PATH_NV_TMA)
 /* The paths each family's kernels have, as include/clkit.h lists them. */
-static const unsigned family_uses[NFAMILIES] = {TENSOR_CORES, CLKIT_FAST_PATH_NV_MMA | CLKIT_FAST_PATH_NV_WGMMA,
-                                                TENSOR_CORES,
+static const unsigned family_uses[NFAMILIES] = {TENSOR_CORES, TENSOR_CORES, TENSOR_CORES,
                                                 CLKIT_FAST_PATH_NV_SHUFFLE, CLKIT_FAST_PATH_NV_SHUFFLE};
 
 static unsigned paths_of(clkit_context *ctx, const char *family)

@@ -292,6 +292,97 @@ INLINE void zero_held(held_acc acc)
 INLINE float quad_max(float x) { x = fmax(x, nv_shfl_xor(x, 1)); return fmax(x, nv_shfl_xor(x, 2)); }
 INLINE float quad_sum(float x) { x += nv_shfl_xor(x, 1); return x + nv_shfl_xor(x, 2); }
 
+#if defined(WGMMA)
+/* ---- Hopper: the forward and backward on wgmma (-D WGMMA, sm_90; the host retargets the PTX
+   to sm_90a) ----
+
+   Each warpgroup (four warps) holds 64 rows of the block (queries in the forward and dQ
+   kernels, keys in dK/dV), WARPS / 4 warpgroups in all. Every product is a warpgroup MMA: a
+   product with the head dimension reduced (S = q K^T, dP = dO V^T and their transposes) reads
+   the held rows and the streamed block from local memory through descriptors, and a product
+   over the streamed rows (P V, dS K, P^T dO, dS^T q) takes its A operand from the registers
+   (the score accumulators become its fragments, as in the mma.sync kernels) and the streamed
+   rows from local memory, so no operand passes through a fragment load. Every tile is
+   stored in wgmma's 128-byte swizzle, cut into panels of 64 head dims (128 bytes a row): the
+   first product's operands are K-major (the head dimension reduced), the second's streamed
+   rows an N-major operand read with the transpose flag. Streamed blocks are double-buffered:
+   block j + 1 lands while the warps compute block j. */
+#define PANEL_BYTES(rows) ((rows) * 128)
+#if defined(DTYPE_BF16)
+#define WG_TYPE ".bf16.bf16"
+#else
+#define WG_TYPE ".f16.f16"
+#endif
+
+/* rows x HEAD_DIM elements from src (row r at src + r * row_stride) into a tile of panels;
+   rows from `valid` on are zero-filled without reading. */
+INLINE void copy_panels(__local uchar *tile, __global const raw_t *src, long row_stride, int rows,
+                        int valid, int tid)
+{
+    #pragma unroll
+    for (int i = 0; i < rows * DCH / MMA_WG; i++) {
+        int e = i * MMA_WG + tid, r = e / DCH, c = e % DCH, ok = r < valid;
+        nv_cp_async16(tile + nv_wgmma_offset(r, c, rows),
+                      src + (ok ? r * row_stride + c * CHUNK : 0), ok ? 16u : 0u);
+    }
+}
+
+/* s = (the warpgroup's 64 held rows, at held) x (the streamed block)^T: a 64 x BLOCK_N wgmma
+   a 16 head dims, 32 bytes along a panel's rows. */
+INLINE void wg_scores(float *s, __local const uchar *held, __local const uchar *streamed)
+{
+    #pragma unroll
+    for (int i = 0; i < BLOCK_N / 2; i++) s[i] = 0.0f;
+    nv_wgmma_fence();
+    #pragma unroll
+    for (int kd = 0; kd < HEAD_DIM / 16; kd++) {
+        ulong da = nv_wgmma_desc(held + (kd / 4) * PANEL_BYTES(BLOCK_M) + (kd % 4) * 32, 16, 1024);
+        ulong db = nv_wgmma_desc(streamed + (kd / 4) * PANEL_BYTES(BLOCK_N) + (kd % 4) * 32, 16, 1024);
+        CLKIT_CAT(NV_WGMMA_, BLOCK_N)(s, WG_TYPE, "0", "0", da, db);
+    }
+    nv_wgmma_commit();
+    NV_WGMMA_WAIT(0);
+    #pragma unroll
+    for (int i = 0; i < BLOCK_N / 2; i++) nv_pin(s + i);
+}
+
+/* acc = acc * alpha + P V: P's accumulator tiles 2kk and 2kk + 1 are the A fragment of the 16
+   streamed rows of step kk; V (at vs, the streamed block) gives 16 rows of its panels a step,
+   the panels PANEL_BYTES(BLOCK_N) apart along N. */
+INLINE void wg_rescale_product(float *acc, const float alpha[2], const float *p,
+                               __local const uchar *vs)
+{
+    uint a[BLOCK_N / 4];
+    #pragma unroll
+    for (int i = 0; i < BLOCK_N / 8; i++) {
+        a[2 * i] = PACK(p[4 * i], p[4 * i + 1]);
+        a[2 * i + 1] = PACK(p[4 * i + 2], p[4 * i + 3]);
+    }
+    #pragma unroll
+    for (int i = 0; i < HEAD_DIM / 2; i++) acc[i] *= alpha[(i / 2) % 2];
+    nv_wgmma_fence();
+    #pragma unroll
+    for (int kk = 0; kk < BLOCK_N / 16; kk++) {
+        ulong db = nv_wgmma_desc(vs + kk * 16 * 128, PANEL_BYTES(BLOCK_N), 1024);
+        CLKIT_CAT(NV_WGMMA_RS_, HEAD_DIM)(acc, WG_TYPE, "1", (a + 4 * kk), db);
+    }
+    nv_wgmma_commit();
+    NV_WGMMA_WAIT(0);
+    #pragma unroll
+    for (int i = 0; i < HEAD_DIM / 2; i++) nv_pin(acc + i);
+    #pragma unroll
+    for (int i = 0; i < BLOCK_N / 4; i++) __asm__ volatile("" : "+r"(a[i]) :: "memory");
+}
+
+
+/* acc += p x (streamed block): the backward's products, whose sums are not rescaled. */
+INLINE void wg_product(float *acc, const float *p, __local const uchar *streamed)
+{
+    const float one[2] = {1.0f, 1.0f};
+    wg_rescale_product(acc, one, p, streamed);
+}
+#endif
+
 #if defined(ATTN_FWD) || defined(ATTN_DECODE)
 /* One step of the online softmax on the accumulators: s (raw scores) becomes
    P = 2^(s scale2 - m) with m the new row max; the lane's partial row sums l are rescaled by
@@ -401,82 +492,6 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_mma(
 #endif
 
 #if defined(ATTN_FWD) && defined(WGMMA)
-/* ---- Hopper: the forward on wgmma (-D WGMMA, sm_90; the host retargets the PTX to sm_90a) ----
-
-   Each warpgroup (four warps) holds 64 query rows of the block, WARPS / 4 warpgroups in all.
-   Both products are warpgroup MMAs: S = q K^T reads q and the key block from local memory
-   through descriptors, and O += P V takes P from the registers (the A fragments the score
-   accumulators become, as in the mma.sync kernel) and V from local memory, so no operand
-   passes through a fragment load. Every tile is stored in wgmma's 128-byte swizzle, cut into
-   panels of 64 head dims (128 bytes a row): q and K are K-major operands (the head dimension
-   reduced), V an N-major one read with the transpose flag. Key blocks are double-buffered:
-   block j + 1 lands while the warps compute block j. */
-#define PANEL_BYTES(rows) ((rows) * 128)
-#if defined(DTYPE_BF16)
-#define WG_TYPE ".bf16.bf16"
-#else
-#define WG_TYPE ".f16.f16"
-#endif
-
-/* rows x HEAD_DIM elements from src (row r at src + r * row_stride) into a tile of panels;
-   rows from `valid` on are zero-filled without reading. */
-INLINE void copy_panels(__local uchar *tile, __global const raw_t *src, long row_stride, int rows,
-                        int valid, int tid)
-{
-    #pragma unroll
-    for (int i = 0; i < rows * DCH / MMA_WG; i++) {
-        int e = i * MMA_WG + tid, r = e / DCH, c = e % DCH, ok = r < valid;
-        nv_cp_async16(tile + nv_wgmma_offset(r, c, rows),
-                      src + (ok ? r * row_stride + c * CHUNK : 0), ok ? 16u : 0u);
-    }
-}
-
-/* s = (the warpgroup's 64 rows of q) x (the key block)^T: a 64 x BLOCK_N wgmma a 16 head
-   dims, 32 bytes along a panel's rows. */
-INLINE void wg_scores(float *s, __local const uchar *qs, __local const uchar *ks)
-{
-    #pragma unroll
-    for (int i = 0; i < BLOCK_N / 2; i++) s[i] = 0.0f;
-    nv_wgmma_fence();
-    #pragma unroll
-    for (int kd = 0; kd < HEAD_DIM / 16; kd++) {
-        ulong da = nv_wgmma_desc(qs + (kd / 4) * PANEL_BYTES(BLOCK_M) + (kd % 4) * 32, 16, 1024);
-        ulong db = nv_wgmma_desc(ks + (kd / 4) * PANEL_BYTES(BLOCK_N) + (kd % 4) * 32, 16, 1024);
-        CLKIT_CAT(NV_WGMMA_, BLOCK_N)(s, WG_TYPE, "0", "0", da, db);
-    }
-    nv_wgmma_commit();
-    NV_WGMMA_WAIT(0);
-    #pragma unroll
-    for (int i = 0; i < BLOCK_N / 2; i++) nv_pin(s + i);
-}
-
-/* acc = acc * alpha + P V: P's accumulator tiles 2kk and 2kk + 1 are the A fragment of the 16
-   keys of step kk; V's step is 16 rows of its panels, the panels LEAD apart along N. */
-INLINE void wg_rescale_product(float *acc, const float alpha[2], const float *p,
-                               __local const uchar *vs)
-{
-    uint a[BLOCK_N / 4];
-    #pragma unroll
-    for (int i = 0; i < BLOCK_N / 8; i++) {
-        a[2 * i] = PACK(p[4 * i], p[4 * i + 1]);
-        a[2 * i + 1] = PACK(p[4 * i + 2], p[4 * i + 3]);
-    }
-    #pragma unroll
-    for (int i = 0; i < HEAD_DIM / 2; i++) acc[i] *= alpha[(i / 2) % 2];
-    nv_wgmma_fence();
-    #pragma unroll
-    for (int kk = 0; kk < BLOCK_N / 16; kk++) {
-        ulong db = nv_wgmma_desc(vs + kk * 16 * 128, PANEL_BYTES(BLOCK_N), 1024);
-        CLKIT_CAT(NV_WGMMA_RS_, HEAD_DIM)(acc, WG_TYPE, "1", (a + 4 * kk), db);
-    }
-    nv_wgmma_commit();
-    NV_WGMMA_WAIT(0);
-    #pragma unroll
-    for (int i = 0; i < HEAD_DIM / 2; i++) nv_pin(acc + i);
-    #pragma unroll
-    for (int i = 0; i < BLOCK_N / 4; i++) __asm__ volatile("" : "+r"(a[i]) :: "memory");
-}
-
 #if defined(TMA)
 /* ---- The forward fed by the TMA (-D TMA, sm_90) ----
 
@@ -797,6 +812,46 @@ INLINE void probabilities(score_acc s, score_acc dp, float scale2, const float r
             }
 }
 
+/* The dQ kernels' per-row statistics: lse2 and delta of the lane's held rows from row0 (zero
+   past Lq), and zero column statistics (cz) for probabilities. */
+INLINE void row_stats(float rl[FRAG_M][2], float rd[FRAG_M][2], float cz[NF][2], __global const float *lse,
+                      long lse_row, __global const float *delta, int row0, int Lq)
+{
+    #pragma unroll
+    for (int j = 0; j < NF; j++) cz[j][0] = cz[j][1] = 0.0f;
+    #pragma unroll
+    for (int i = 0; i < FRAG_M; i++)
+        #pragma unroll
+        for (int hh = 0; hh < 2; hh++) {
+            int r = row0 + i * 16 + hh * 8, ok = r < Lq;
+            rl[i][hh] = ok ? lse2_of(lse[r * lse_row]) : 0.0f;
+            rd[i][hh] = ok ? delta[r] : 0.0f;
+        }
+}
+
+/* The dK/dV kernels' per-column statistics: lse and delta of the streamed queries n0 .. n0 +
+   `queries` into stats (lse, then delta, BLOCK_N each; zero past them) by cp.async ... */
+INLINE void copy_stats(__local float *stats, __global const float *lse, __global const float *delta,
+                       long lse_row, int n0, int queries, int tid)
+{
+    for (int c = tid; c < 2 * BLOCK_N; c += MMA_WG) {
+        int r = c % BLOCK_N, ok = r < queries;
+        __global const float *src = c < BLOCK_N ? lse + (n0 + r) * lse_row : delta + n0 + r;
+        nv_cp_async4(stats + c, ok ? src : lse, ok ? 4u : 0u);
+    }
+}
+
+/* ... and from there the lane's columns, lse as lse2. */
+INLINE void col_stats(float cl[NF][2], float cd[NF][2], __local const float *stats, int col_lane)
+{
+    #pragma unroll
+    for (int j = 0; j < NF; j++) {
+        float2 l2 = vload2(0, stats + col_lane + j * 8), d2 = vload2(0, stats + BLOCK_N + col_lane + j * 8);
+        cl[j][0] = lse2_of(l2.x), cl[j][1] = lse2_of(l2.y), cd[j][0] = d2.x, cd[j][1] = d2.y;
+    }
+}
+
+#if !defined(WGMMA)
 /* The backward's two held tiles (BLOCK_M rows of a and of b, rows from `rows` on zero) into
    fragments, through local memory at base, which is free again on return (HELD_LOCAL: where
    they stay). */
@@ -831,16 +886,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dq_mm
     __global const raw_t *kg = (__global const raw_t *)(k + HEAD(k, b, h / group));
     __global const raw_t *vg = (__global const raw_t *)(v + HEAD(v, b, h / group));
     float rl[FRAG_M][2], rd[FRAG_M][2], cz[NF][2];
-    #pragma unroll
-    for (int j = 0; j < NF; j++) cz[j][0] = cz[j][1] = 0.0f;
-    #pragma unroll
-    for (int i = 0; i < FRAG_M; i++)
-        #pragma unroll
-        for (int hh = 0; hh < 2; hh++) {
-            int r = row0 + i * 16 + hh * 8, ok = r < Lq;
-            rl[i][hh] = ok ? lse2_of(lse[lse_off + b * lse_st.s0 + h * lse_st.s1 + r * lse_st.s2]) : 0.0f;
-            rd[i][hh] = ok ? delta[(long)bh * Lq + r] : 0.0f;
-        }
+    row_stats(rl, rd, cz, lse + lse_off + b * lse_st.s0 + h * lse_st.s1, lse_st.s2, delta + (long)bh * Lq, row0, Lq);
     held_frags qf, df;
     hold_pair(qf, df, base, (__global const raw_t *)(q + HEAD(q, b, h) + m0 * q_st.s2), q_st.s2,
               (__global const raw_t *)(dout + HEAD(dout, b, h) + m0 * dout_st.s2), dout_st.s2, rows,
@@ -894,12 +940,7 @@ INLINE void copy_query_block(__local uchar *slot, __global const elem_t *q, long
               queries, tid);
     copy_rows(slot + TILE_BYTES(BLOCK_N), (__global const raw_t *)(dout + HEAD(dout, b, h) + n0 * dout_st.s2),
               dout_st.s2, BLOCK_N, queries, tid);
-    __local float *stats = (__local float *)(slot + 2 * TILE_BYTES(BLOCK_N));
-    for (int c = tid; c < 2 * BLOCK_N; c += MMA_WG) {
-        int r = c % BLOCK_N, ok = r < queries;
-        __global const float *src = c < BLOCK_N ? lse + (n0 + r) * lse_row : delta + n0 + r;
-        nv_cp_async4(stats + c, ok ? src : lse, ok ? 4u : 0u);
-    }
+    copy_stats((__local float *)(slot + 2 * TILE_BYTES(BLOCK_N)), lse, delta, lse_row, n0, queries, tid);
 }
 
 __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dkdv_mma(
@@ -942,11 +983,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dkdv_
         __local const float *stats = (__local const float *)(qs + 2 * TILE_BYTES(BLOCK_N));
         int n0 = n_start + ((t - 1) % per_head) * BLOCK_N;
         float cl[NF][2], cd[NF][2];
-        #pragma unroll
-        for (int j = 0; j < NF; j++) {
-            float2 l2 = vload2(0, stats + col_lane + j * 8), d2 = vload2(0, stats + BLOCK_N + col_lane + j * 8);
-            cl[j][0] = lse2_of(l2.x), cl[j][1] = lse2_of(l2.y), cd[j][0] = d2.x, cd[j][1] = d2.y;
-        }
+        col_stats(cl, cd, stats, col_lane);
         score_acc s, dp;
         product_t(s, kf, base, wm, qs, lane);
         product_t(dp, vf, base + TILE_BYTES(BLOCK_M), wm, qs + TILE_BYTES(BLOCK_N), lane);
@@ -959,4 +996,117 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dkdv_
     store_held(dv + HEAD(dv, b, g), dv_st.s2, dv_st.s3, dv_acc, row0, col_lane, Lk, 1.0f);
     store_held(dk + HEAD(dk, b, g), dk_st.s2, dk_st.s3, dk_acc, row0, col_lane, Lk, scale);
 }
+#else
+/* ---- The backward on wgmma: the kernels above, with their held rows in local memory (each
+   warpgroup's wgmma reads its 64 from there) and every product a warpgroup MMA. ---- */
+
+/* Grid (B x Hq x MMA_WG, query blocks), as attn_bwd_dq_mma. */
+__kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dq_wgmma(
+    IN(q), IN(k), IN(v), IN(dout), __global const float *lse, long lse_off, long4 lse_st,
+    __global const float *delta, OUT(dq), int Hq, int group, int Lq, int Lk, int diag,
+    float scale2, float scale)
+{
+    __local uint4 words[(2 * TILE_BYTES(BLOCK_M) + 4 * TILE_BYTES(BLOCK_N) + 1024) / 16];
+    __local uchar *qs = (__local uchar *)words + (1024 - nv_shared(words) % 1024) % 1024;
+    __local uchar *dos = qs + TILE_BYTES(BLOCK_M), *stages = dos + TILE_BYTES(BLOCK_M);
+    int tid = get_local_id(0), lane = tid % 32, wm = tid / 32 * 16, g = tid / 128;
+    int bh = grid_head(), b = bh / Hq, h = bh % Hq, m0 = query_block_start(Lq, diag < Lk);
+    int rows = min(BLOCK_M, Lq - m0), n_end = keys_end(m0, rows, Lk, diag);
+    int row0 = m0 + wm + lane / 4, col_lane = 2 * (lane % 4);
+    __global const raw_t *kg = (__global const raw_t *)(k + HEAD(k, b, h / group));
+    __global const raw_t *vg = (__global const raw_t *)(v + HEAD(v, b, h / group));
+    float rl[1][2], rd[1][2], cz[NF][2];
+    row_stats(rl, rd, cz, lse + lse_off + b * lse_st.s0 + h * lse_st.s1, lse_st.s2, delta + (long)bh * Lq, row0, Lq);
+    copy_panels(qs, (__global const raw_t *)(q + HEAD(q, b, h) + m0 * q_st.s2), q_st.s2, BLOCK_M, rows, tid);
+    copy_panels(dos, (__global const raw_t *)(dout + HEAD(dout, b, h) + m0 * dout_st.s2), dout_st.s2,
+                BLOCK_M, rows, tid);
+    held_acc acc;
+    zero_held(acc);
+    int steps = (n_end + BLOCK_N - 1) / BLOCK_N;
+    for (int t = 0; t <= steps; t++) {
+        /* Step t copies key block t into stage t % 2 (with q and dO at t 0) and computes t - 1. */
+        if (t < steps) {
+            __local uchar *ks = stages + (t % 2) * 2 * TILE_BYTES(BLOCK_N);
+            int n0 = t * BLOCK_N, keys = min(BLOCK_N, Lk - n0);
+            copy_panels(ks, kg + n0 * k_st.s2, k_st.s2, BLOCK_N, keys, tid);
+            copy_panels(ks + TILE_BYTES(BLOCK_N), vg + n0 * v_st.s2, v_st.s2, BLOCK_N, keys, tid);
+        }
+        nv_cp_async_commit();
+        if (t == 0) continue;
+        NV_CP_ASYNC_WAIT(1);
+        nv_fence_proxy_async();
+        barrier(CLK_LOCAL_MEM_FENCE);
+        __local uchar *ks = stages + ((t - 1) % 2) * 2 * TILE_BYTES(BLOCK_N);
+        int n0 = (t - 1) * BLOCK_N;
+        score_acc s, dp;
+        wg_scores(&s[0][0][0], qs + g * PANEL_BYTES(64), ks);
+        wg_scores(&dp[0][0][0], dos + g * PANEL_BYTES(64), ks + TILE_BYTES(BLOCK_N));
+        if (n0 + BLOCK_N > Lk || hidden(n0 + BLOCK_N - 1, m0, diag))
+            mask_acc(s, row0, n0 + col_lane, Lk, diag, 1);
+        probabilities(s, dp, scale2, rl, rd, cz, cz);
+        wg_product(&acc[0][0][0], &dp[0][0][0], ks);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    store_held(dq + HEAD(dq, b, h), dq_st.s2, dq_st.s3, acc, row0, col_lane, Lq, scale);
+}
+
+/* Grid (B x Hkv x MMA_WG, key blocks), as attn_bwd_dkdv_mma: the same walk over (query head,
+   query block) pairs in a fixed order, q, dO and their statistics double-buffered. */
+__kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dkdv_wgmma(
+    IN(q), IN(k), IN(v), IN(dout), __global const float *lse, long lse_off, long4 lse_st,
+    __global const float *delta, OUT(dk), OUT(dv), int Hq, int group, int Lq, int Lk, int diag,
+    float scale2, float scale)
+{
+    __local uint4 words[(2 * TILE_BYTES(BLOCK_M) + 4 * TILE_BYTES(BLOCK_N) + 16 * BLOCK_N + 1024) / 16];
+    __local uchar *ks = (__local uchar *)words + (1024 - nv_shared(words) % 1024) % 1024;
+    __local uchar *vs = ks + TILE_BYTES(BLOCK_M), *stages = vs + TILE_BYTES(BLOCK_M);
+    __local float *stats = (__local float *)(stages + 4 * TILE_BYTES(BLOCK_N));
+    int tid = get_local_id(0), lane = tid % 32, wm = tid / 32 * 16, g = tid / 128;
+    int Hkv = Hq / group, bg = grid_head(), b = bg / Hkv, kv = bg % Hkv;
+    int m0 = grid_block() * BLOCK_M, rows = min(BLOCK_M, Lk - m0);
+    int row0 = m0 + wm + lane / 4, col_lane = 2 * (lane % 4);
+    copy_panels(ks, (__global const raw_t *)(k + HEAD(k, b, kv) + m0 * k_st.s2), k_st.s2, BLOCK_M, rows, tid);
+    copy_panels(vs, (__global const raw_t *)(v + HEAD(v, b, kv) + m0 * v_st.s2), v_st.s2, BLOCK_M, rows, tid);
+    int n_start = queries_start(m0, diag);
+    int per_head = Lq > n_start ? (Lq - n_start + BLOCK_N - 1) / BLOCK_N : 0, steps = group * per_head;
+    float rz[1][2] = {{0.0f, 0.0f}};
+    held_acc dk_acc, dv_acc;
+    zero_held(dk_acc);
+    zero_held(dv_acc);
+    for (int t = 0; t <= steps; t++) {
+        /* Step t copies (head, query block) t into stage t % 2 (with K and V at t 0) and
+           computes t - 1. */
+        if (t < steps) {
+            int h = kv * group + t / per_head, n0 = n_start + (t % per_head) * BLOCK_N;
+            int queries = min(BLOCK_N, Lq - n0);
+            __local uchar *slot = stages + (t % 2) * 2 * TILE_BYTES(BLOCK_N);
+            copy_panels(slot, (__global const raw_t *)(q + HEAD(q, b, h) + n0 * q_st.s2), q_st.s2, BLOCK_N,
+                        queries, tid);
+            copy_panels(slot + TILE_BYTES(BLOCK_N), (__global const raw_t *)(dout + HEAD(dout, b, h) + n0 * dout_st.s2),
+                        dout_st.s2, BLOCK_N, queries, tid);
+            copy_stats(stats + (t % 2) * 2 * BLOCK_N, lse + lse_off + b * lse_st.s0 + h * lse_st.s1,
+                       delta + ((long)b * Hq + h) * Lq, lse_st.s2, n0, queries, tid);
+        }
+        nv_cp_async_commit();
+        if (t == 0) continue;
+        NV_CP_ASYNC_WAIT(1);
+        nv_fence_proxy_async();
+        barrier(CLK_LOCAL_MEM_FENCE);
+        __local uchar *slot = stages + ((t - 1) % 2) * 2 * TILE_BYTES(BLOCK_N);
+        int n0 = n_start + ((t - 1) % per_head) * BLOCK_N;
+        float cl[NF][2], cd[NF][2];
+        col_stats(cl, cd, stats + ((t - 1) % 2) * 2 * BLOCK_N, col_lane);
+        score_acc s, dp;
+        wg_scores(&s[0][0][0], ks + g * PANEL_BYTES(64), slot);
+        wg_scores(&dp[0][0][0], vs + g * PANEL_BYTES(64), slot + TILE_BYTES(BLOCK_N));
+        if (hidden(m0 + BLOCK_M - 1, n0, diag)) mask_acc(s, row0, n0 + col_lane, Lq, diag, 0);
+        probabilities(s, dp, scale2, rz, rz, cl, cd);
+        wg_product(&dv_acc[0][0][0], &s[0][0][0], slot + TILE_BYTES(BLOCK_N));
+        wg_product(&dk_acc[0][0][0], &dp[0][0][0], slot);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    store_held(dv + HEAD(dv, b, kv), dv_st.s2, dv_st.s3, dv_acc, row0, col_lane, Lk, 1.0f);
+    store_held(dk + HEAD(dk, b, kv), dk_st.s2, dk_st.s3, dk_acc, row0, col_lane, Lk, scale);
+}
+#endif
 #endif

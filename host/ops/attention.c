@@ -396,22 +396,33 @@ static int mma_pick(const struct clkit_device_props *dp, int d, size_t es, int k
    a compute unit, which took an H200 from 495 to 558 TFLOP/s at L 4096 (128 keys: 164 KB,
    one); at D 64, 64 keys were 14 % slower than 128 (docs/attention.md). */
 static const mma_tiles wgmma_fwd[] = {{128, 128, 8, 64, 0}, {128, 64, 8, 256, 0}};
+/* The backward's (attn_bwd_dkdv_wgmma and attn_bwd_dq_wgmma, one program, one tile): 128 keys
+   or queries held in local memory, 64 or 32 streamed; dK/dV's two head-dim accumulators and
+   two score tiles take 222 registers at D 64 with 64 streamed rows, 243 at D 128 with 32 (64
+   spill there). D 256 stays on mma.sync: its accumulators alone would fill the registers. */
+static const mma_tiles wgmma_bwd[] = {{128, 64, 8, 64, 0}, {128, 32, 8, 128, 0}};
 
-static uint64_t wgmma_local(const mma_tiles *t, int d)
+/* Local memory of a wgmma tile, 1024-aligned: the forward holds q and two stages of K and V;
+   the backward two held tiles, two stages of two streamed ones, and their statistics. */
+static uint64_t wgmma_local(const mma_tiles *t, int d, int kind)
 {
-    return 2 * (uint64_t)d * (uint64_t)(t->bm + 4 * t->bn) + 1024;
+    uint64_t held = kind == MMA_FWD ? 1 : 2;
+    return 2 * (uint64_t)d * (held * (uint64_t)t->bm + 4 * (uint64_t)t->bn) + (kind == MMA_FWD ? 0 : 16u * t->bn) + 1024;
 }
 
-/* The forward's wgmma tile for 16-bit head dims 64 to 256; 0 when none fits. */
-static int wgmma_pick(const clkit_context *ctx, const problem *p, mma_tiles *out)
+/* A kernel's wgmma tile for 16-bit head dims from 64 (to 256 forward, 128 backward); 0 when
+   none fits. */
+static int wgmma_pick(const clkit_context *ctx, const problem *p, int kind, mma_tiles *out)
 {
     int d = (int)p->d;
+    const mma_tiles *list = kind == MMA_FWD ? wgmma_fwd : wgmma_bwd;
+    size_t n = kind == MMA_FWD ? NTILES(wgmma_fwd) : NTILES(wgmma_bwd);
     if (p->dtype == CLKIT_F32 || d < 64 || !clkit_path_allowed(ctx, CLKIT_PATH_NV_WGMMA, CLKIT_FAMILY_ATTENTION))
         return 0;
-    for (size_t i = 0; i < NTILES(wgmma_fwd); i++)
-        if (d <= wgmma_fwd[i].max_d && wgmma_local(&wgmma_fwd[i], d) <= ctx->props.local_mem_static &&
-            (size_t)wgmma_fwd[i].warps * 32 <= ctx->props.max_work_group) {
-            *out = wgmma_fwd[i];
+    for (size_t i = 0; i < n; i++)
+        if (d <= list[i].max_d && wgmma_local(&list[i], d, kind) <= ctx->props.local_mem_static &&
+            (size_t)list[i].warps * 32 <= ctx->props.max_work_group) {
+            *out = list[i];
             return 1;
         }
     return 0;
@@ -479,10 +490,10 @@ static int matrix_pick(const problem *p, int kernel, mma_tiles *out)
 
 enum { ON_NV = 1, ON_AMD = 2, ON_WGMMA = 3 }; /* on[i] of a kernel on the fast path */
 
-/* A kernel's NVIDIA tile: wgmma's where it has one (the forward), else mma.sync's. */
+/* A kernel's NVIDIA tile: wgmma's where it has one, else mma.sync's. */
 static int nv_pick(const clkit_context *ctx, const problem *p, int kind, mma_tiles *out)
 {
-    if (kind == MMA_FWD && wgmma_pick(ctx, p, out)) return ON_WGMMA;
+    if (wgmma_pick(ctx, p, kind, out)) return ON_WGMMA;
     return mma_pick(&ctx->props, (int)p->d, clkit_dtype_size(p->dtype), kind, out) ? ON_NV : 0;
 }
 
@@ -515,6 +526,7 @@ typedef struct pass {
     const problem *p;
     int bwd;
     const char *const *names_mma, *const *names_portable;
+    const int *kinds;
     int on[3];
     mma_tiles mt[3];
     tiles cands[24];
@@ -555,7 +567,7 @@ static clkit_status plan_attention(clkit_context *ctx, void *arg, size_t wg_limi
     bool delta = strcmp(ps->names_portable[i], "attn_bwd_delta") == 0;
     /* After a wgmma build failure the kernel takes mma.sync's tile. */
     if (ps->on[i] == ON_WGMMA && !clkit_path_allowed(ctx, CLKIT_PATH_NV_WGMMA, CLKIT_FAMILY_ATTENTION))
-        ps->on[i] = nv_pick(ctx, ps->p, MMA_FWD, &ps->mt[i]);
+        ps->on[i] = nv_pick(ctx, ps->p, ps->kinds[i], &ps->mt[i]);
     bool amd = ps->on[i] == ON_AMD, wg = ps->on[i] == ON_WGMMA;
     clkit_path path = amd ? CLKIT_PATH_AMD_MFMA : wg ? CLKIT_PATH_NV_WGMMA : CLKIT_PATH_NV_MMA;
     size_t wave = amd ? 64 : 32;
@@ -565,14 +577,15 @@ static clkit_status plan_attention(clkit_context *ctx, void *arg, size_t wg_limi
     plan->family = CLKIT_FAMILY_ATTENTION;
     plan->dims = 2;
     if (mma) {
-        /* AMD's kernels are NVIDIA's names with _matrix for _mma (the delta kernel is shared). */
-        const char *name = wg ? "attn_fwd_wgmma" : ps->names_mma[i];
-        size_t stem = strlen(name) - (amd && !delta ? 4 : 0);
-        snprintf(plan->name, sizeof plan->name, "%.*s%s", (int)stem, name, amd && !delta ? "_matrix" : "");
+        /* AMD's kernels are NVIDIA's names with _matrix for _mma, Hopper's with _wgmma (the
+           delta kernel is shared). */
+        const char *name = ps->names_mma[i], *suffix = amd ? "_matrix" : wg ? "_wgmma" : "_mma";
+        size_t stem = strlen(name) - (delta ? 0 : 4);
+        snprintf(plan->name, sizeof plan->name, "%.*s%s", (int)stem, name, delta ? "" : suffix);
         mma_options(ps->p, ps->bwd, mt, plan->options, sizeof plan->options);
         /* The forward loads by the TMA where it may, wgmma's loads by cp.async otherwise. */
         if (wg) {
-            bool tma = ps->tma_views && clkit_path_allowed(ctx, CLKIT_PATH_NV_TMA, CLKIT_FAMILY_ATTENTION);
+            bool tma = !ps->bwd && ps->tma_views && clkit_path_allowed(ctx, CLKIT_PATH_NV_TMA, CLKIT_FAMILY_ATTENTION);
             strncat(plan->options, tma ? " -D WGMMA -D TMA" : " -D WGMMA",
                     sizeof plan->options - strlen(plan->options) - 1);
             if (tma) path = CLKIT_PATH_NV_TMA;
@@ -614,7 +627,7 @@ static clkit_status choose_kernels(clkit_context *ctx, const problem *p, int bwd
                                    int n, cl_kernel *ks, blocking *out, clkit_plan *plans)
 {
     pass ps = {.p = p, .bwd = bwd, .names_mma = names_mma, .names_portable = names_portable,
-               .ncands = -1, .tma_views = 1};
+               .kinds = kinds, .ncands = -1, .tma_views = 1};
     mma_choice(ctx, p, ins, nin, kinds, n, ps.mt, ps.on);
     for (int i = 0; i < nin; i++) ps.tma_views &= tma_view(ins[i]);
     for (ps.i = 0; ps.i < n;) {
