@@ -327,9 +327,23 @@ INLINE void copy_panels(__local uchar *tile, __global const raw_t *src, long row
     }
 }
 
-/* s = (the warpgroup's 64 held rows, at held) x (the streamed block)^T: a 64 x BLOCK_N wgmma
-   a 16 head dims, 32 bytes along a panel's rows. */
-INLINE void wg_scores(float *s, __local const uchar *held, __local const uchar *streamed)
+/* Keeps the compiler from touching an in-flight wgmma's accumulators (n of them) or A
+   fragments (a product's BLOCK_N / 4) before the wait that ends it. */
+INLINE void wg_pin(float *acc, int n)
+{
+    #pragma unroll
+    for (int i = 0; i < n; i++) nv_pin(acc + i);
+}
+
+INLINE void wg_pin_frags(uint *a)
+{
+    #pragma unroll
+    for (int i = 0; i < BLOCK_N / 4; i++) __asm__ volatile("" : "+r"(a[i]) :: "memory");
+}
+
+/* Issues s = (the warpgroup's 64 held rows, at held) x (the streamed block)^T: a 64 x BLOCK_N
+   wgmma a 16 head dims, 32 bytes along a panel's rows; committed, not waited for. */
+INLINE void wg_scores_issue(float *s, __local const uchar *held, __local const uchar *streamed)
 {
     #pragma unroll
     for (int i = 0; i < BLOCK_N / 2; i++) s[i] = 0.0f;
@@ -341,25 +355,26 @@ INLINE void wg_scores(float *s, __local const uchar *held, __local const uchar *
         CLKIT_CAT(NV_WGMMA_, BLOCK_N)(s, WG_TYPE, "0", "0", da, db);
     }
     nv_wgmma_commit();
-    NV_WGMMA_WAIT(0);
-    #pragma unroll
-    for (int i = 0; i < BLOCK_N / 2; i++) nv_pin(s + i);
 }
 
-/* acc = acc * alpha + P V: P's accumulator tiles 2kk and 2kk + 1 are the A fragment of the 16
-   streamed rows of step kk; V (at vs, the streamed block) gives 16 rows of its panels a step,
-   the panels PANEL_BYTES(BLOCK_N) apart along N. */
-INLINE void wg_rescale_product(float *acc, const float alpha[2], const float *p,
-                               __local const uchar *vs)
+INLINE void wg_scores(float *s, __local const uchar *held, __local const uchar *streamed)
 {
-    uint a[BLOCK_N / 4];
+    wg_scores_issue(s, held, streamed);
+    NV_WGMMA_WAIT(0);
+    wg_pin(s, BLOCK_N / 2);
+}
+
+/* Issues acc += P V: P's accumulator tiles 2kk and 2kk + 1 become (in a) the A fragment of the
+   16 streamed rows of step kk; V (at vs, the streamed block) gives 16 rows of its panels a
+   step, the panels PANEL_BYTES(BLOCK_N) apart along N. Committed, not waited for: acc and a
+   stay untouched until the wait. */
+INLINE void wg_product_issue(float *acc, uint *a, const float *p, __local const uchar *vs)
+{
     #pragma unroll
     for (int i = 0; i < BLOCK_N / 8; i++) {
         a[2 * i] = PACK(p[4 * i], p[4 * i + 1]);
         a[2 * i + 1] = PACK(p[4 * i + 2], p[4 * i + 3]);
     }
-    #pragma unroll
-    for (int i = 0; i < HEAD_DIM / 2; i++) acc[i] *= alpha[(i / 2) % 2];
     nv_wgmma_fence();
     #pragma unroll
     for (int kk = 0; kk < BLOCK_N / 16; kk++) {
@@ -367,19 +382,25 @@ INLINE void wg_rescale_product(float *acc, const float alpha[2], const float *p,
         CLKIT_CAT(NV_WGMMA_RS_, HEAD_DIM)(acc, WG_TYPE, "1", (a + 4 * kk), db);
     }
     nv_wgmma_commit();
-    NV_WGMMA_WAIT(0);
-    #pragma unroll
-    for (int i = 0; i < HEAD_DIM / 2; i++) nv_pin(acc + i);
-    #pragma unroll
-    for (int i = 0; i < BLOCK_N / 4; i++) __asm__ volatile("" : "+r"(a[i]) :: "memory");
 }
 
-
-/* acc += p x (streamed block): the backward's products, whose sums are not rescaled. */
-INLINE void wg_product(float *acc, const float *p, __local const uchar *streamed)
+/* acc += P V, waited for. */
+INLINE void wg_product(float *acc, const float *p, __local const uchar *vs)
 {
-    const float one[2] = {1.0f, 1.0f};
-    wg_rescale_product(acc, one, p, streamed);
+    uint a[BLOCK_N / 4];
+    wg_product_issue(acc, a, p, vs);
+    NV_WGMMA_WAIT(0);
+    wg_pin(acc, HEAD_DIM / 2);
+    wg_pin_frags(a);
+}
+
+/* acc = acc * alpha + P V: the forward's step. */
+INLINE void wg_rescale_product(float *acc, const float alpha[2], const float *p,
+                               __local const uchar *vs)
+{
+    #pragma unroll
+    for (int i = 0; i < HEAD_DIM / 2; i++) acc[i] *= alpha[(i / 2) % 2];
+    wg_product(acc, p, vs);
 }
 #endif
 
@@ -1000,6 +1021,18 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dkdv_
 /* ---- The backward on wgmma: the kernels above, with their held rows in local memory (each
    warpgroup's wgmma reads its 64 from there) and every product a warpgroup MMA. ---- */
 
+/* s = (held rows a) x (streamed block sa)^T and dp = (held rows b) x (streamed block sb)^T,
+   both in flight at once, one wait. */
+INLINE void wg_score_pair(score_acc s, score_acc dp, __local const uchar *a, __local const uchar *b,
+                          __local const uchar *sa, __local const uchar *sb)
+{
+    wg_scores_issue(&s[0][0][0], a, sa);
+    wg_scores_issue(&dp[0][0][0], b, sb);
+    NV_WGMMA_WAIT(0);
+    wg_pin(&s[0][0][0], BLOCK_N / 2);
+    wg_pin(&dp[0][0][0], BLOCK_N / 2);
+}
+
 /* Grid (B x Hq x MMA_WG, query blocks), as attn_bwd_dq_mma. */
 __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dq_wgmma(
     IN(q), IN(k), IN(v), IN(dout), __global const float *lse, long lse_off, long4 lse_st,
@@ -1039,8 +1072,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dq_wg
         __local uchar *ks = stages + ((t - 1) % 2) * 2 * TILE_BYTES(BLOCK_N);
         int n0 = (t - 1) * BLOCK_N;
         score_acc s, dp;
-        wg_scores(&s[0][0][0], qs + g * PANEL_BYTES(64), ks);
-        wg_scores(&dp[0][0][0], dos + g * PANEL_BYTES(64), ks + TILE_BYTES(BLOCK_N));
+        wg_score_pair(s, dp, qs + g * PANEL_BYTES(64), dos + g * PANEL_BYTES(64), ks, ks + TILE_BYTES(BLOCK_N));
         if (n0 + BLOCK_N > Lk || hidden(n0 + BLOCK_N - 1, m0, diag))
             mask_acc(s, row0, n0 + col_lane, Lk, diag, 1);
         probabilities(s, dp, scale2, rl, rd, cz, cz);
@@ -1097,12 +1129,18 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dkdv_
         float cl[NF][2], cd[NF][2];
         col_stats(cl, cd, stats + ((t - 1) % 2) * 2 * BLOCK_N, col_lane);
         score_acc s, dp;
-        wg_scores(&s[0][0][0], ks + g * PANEL_BYTES(64), slot);
-        wg_scores(&dp[0][0][0], vs + g * PANEL_BYTES(64), slot + TILE_BYTES(BLOCK_N));
+        wg_score_pair(s, dp, ks + g * PANEL_BYTES(64), vs + g * PANEL_BYTES(64), slot, slot + TILE_BYTES(BLOCK_N));
         if (hidden(m0 + BLOCK_M - 1, n0, diag)) mask_acc(s, row0, n0 + col_lane, Lq, diag, 0);
         probabilities(s, dp, scale2, rz, rz, cl, cd);
-        wg_product(&dv_acc[0][0][0], &s[0][0][0], slot + TILE_BYTES(BLOCK_N));
-        wg_product(&dk_acc[0][0][0], &dp[0][0][0], slot);
+        /* Both products in flight at once, one wait. */
+        uint pa[BLOCK_N / 4], da[BLOCK_N / 4];
+        wg_product_issue(&dv_acc[0][0][0], pa, &s[0][0][0], slot + TILE_BYTES(BLOCK_N));
+        wg_product_issue(&dk_acc[0][0][0], da, &dp[0][0][0], slot);
+        NV_WGMMA_WAIT(0);
+        wg_pin(&dv_acc[0][0][0], HEAD_DIM / 2);
+        wg_pin(&dk_acc[0][0][0], HEAD_DIM / 2);
+        wg_pin_frags(pa);
+        wg_pin_frags(da);
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     store_held(dv + HEAD(dv, b, kv), dv_st.s2, dv_st.s3, dv_acc, row0, col_lane, Lk, 1.0f);
