@@ -397,10 +397,11 @@ static int mma_pick(const struct clkit_device_props *dp, int d, size_t es, int k
    one); at D 64, 64 keys were 14 % slower than 128 (docs/attention.md). */
 static const mma_tiles wgmma_fwd[] = {{128, 128, 8, 64, 0}, {128, 64, 8, 256, 0}};
 /* The backward's (attn_bwd_dkdv_wgmma and attn_bwd_dq_wgmma, one program, one tile): 128 keys
-   or queries held in local memory, 64 or 32 streamed; dK/dV's two head-dim accumulators and
-   two score tiles take 222 registers at D 64 with 64 streamed rows, 243 at D 128 with 32 (64
-   spill there). D 256 stays on mma.sync: its accumulators alone would fill the registers. */
-static const mma_tiles wgmma_bwd[] = {{128, 64, 8, 64, 0}, {128, 32, 8, 128, 0}};
+   or queries held in local memory, 64 streamed. 32 streamed rows took fewer registers (ptxas
+   for sm_90a: 243 against 255 and 92 bytes of spills at D 128) but ran slower on an H200: D 128
+   240 against 315 TFLOP/s at L 4096, D 64 193 against 227. D 256 stays on mma.sync: dK/dV's
+   two accumulators alone would fill the registers. */
+static const mma_tiles wgmma_bwd[] = {{128, 64, 8, 128, 0}};
 
 /* Local memory of a wgmma tile, 1024-aligned: the forward holds q and two stages of K and V;
    the backward two held tiles, two stages of two streamed ones, and their statistics. */
