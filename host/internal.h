@@ -280,7 +280,7 @@ clkit_status clkit_tickets(clkit_context *ctx, size_t n, cl_mem *out);
 /* The context's global memory where a TMA kernel finds its tensor maps, 128 bytes each
    (CLKIT_TMA_MAPS of them): the queue is in order, so no other call's kernel rewrites them
    while a call's kernels read them. */
-#define CLKIT_TMA_MAPS 3
+#define CLKIT_TMA_MAPS 4
 clkit_status clkit_tma_maps(clkit_context *ctx, cl_mem *out);
 /* A new buffer covering exactly the bytes t's view reaches, and t re-based onto it: where a
    tuner writes candidates' results without touching the caller's output. */

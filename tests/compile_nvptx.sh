@@ -219,9 +219,9 @@ attention_wgmma() {
     lo=$maxd
   done
 }
-# the forward loaded by cp.async and by the TMA; the backward (dK/dV and dQ)
+# the forward and the backward (dK/dV and dQ), each loaded by cp.async and by the TMA
 attention_wgmma wgmma_fwd FWD "- TMA"
-attention_wgmma wgmma_bwd BWD -
+attention_wgmma wgmma_bwd BWD "- TMA"
 
 # Decoding on the tensor cores (attn_decode_mma), as host/ops/attention.c's plan_decode_mma
 # builds it (sm_90 only: its rings need sm_90's local memory), in each 16-bit dtype and head

@@ -402,6 +402,74 @@ INLINE void wg_rescale_product(float *acc, const float alpha[2], const float *p,
     for (int i = 0; i < HEAD_DIM / 2; i++) acc[i] *= alpha[(i / 2) % 2];
     wg_product(acc, p, vs);
 }
+
+#if defined(TMA)
+/* ---- Loads by the TMA (-D TMA) ----
+
+   Thread 0 issues each tile as boxes of 64 head dims (a panel) by up to BLOCK_N rows, in the
+   layout copy_panels writes (the copy unit zero-fills rows past L as copy_panels does), and
+   the warps wait on the tile's mbarrier instead of on copies of their own: no warp spends
+   issue slots on the copies (16 a thread a key block at head dim 128 in the forward's
+   cp.async loop). The tensor maps are built once a call by attn_tma_maps, one work-item a map,
+   a kernel the host enqueues first, so that no work-group pays for building them. */
+#define TMA_PARAMS , __global const ulong16 *maps
+#if defined(ATTN_BWD)
+#define TMA_MAPS 4   /* q, K, V, dO */
+#define Q_BOX BLOCK_N
+#else
+#define TMA_MAPS 3   /* q, K, V */
+#define Q_BOX BLOCK_M
+#endif
+
+/* The map of a [B, H, L, HEAD_DIM] view (offset and strides in elements): boxes of 64 head
+   dims x `rows` positions of one head. A size-1 dimension's stride, 0 in the view, stands in
+   as the dense one. */
+INLINE void head_map(__global ulong16 *slot, __local ulong16 *stage, __global const elem_t *t, long off,
+                     long4 st, int B, int H, int L, int rows)
+{
+    long sl = st.s2 ? st.s2 : HEAD_DIM, sh = st.s1 ? st.s1 : L * sl, sb = st.s0 ? st.s0 : H * sh;
+    nv_tmap_fill(stage, t + off, 4, HEAD_DIM, (uint)max(L, 1), (uint)max(H, 1), (uint)max(B, 1),
+                 (ulong)sl * ESIZE, (ulong)sh * ESIZE, (ulong)sb * ESIZE, (uint)rows);
+    nv_tmap_store(slot, stage);
+}
+
+/* One work-item a map: q (boxes of Q_BOX rows), K and V (BLOCK_N), and in the backward dO
+   (BLOCK_N; `dout` is q in the forward, whose program has no fourth map). */
+__kernel __attribute__((reqd_work_group_size(TMA_MAPS, 1, 1))) void attn_tma_maps(
+    IN(q), IN(k), IN(v), IN(dout), __global ulong16 *maps, int B, int Hq, int Hkv, int Lq, int Lk)
+{
+    __local ulong16 stage[TMA_MAPS];
+    int i = get_local_id(0);
+    if (i == 0) head_map(maps, stage, q, q_off, q_st, B, Hq, Lq, Q_BOX);
+    if (i == 1) head_map(maps + 1, stage + 1, k, k_off, k_st, B, Hkv, Lk, BLOCK_N);
+    if (i == 2) head_map(maps + 2, stage + 2, v, v_off, v_st, B, Hkv, Lk, BLOCK_N);
+    if (i == 3) head_map(maps + 3, stage + 3, dout, dout_off, dout_st, B, Hq, Lq, BLOCK_N);
+}
+
+/* Thread 0's start: n mbarriers, each completed by `tiles` tma_rows and their bytes, the maps
+   acquired. */
+INLINE void tma_init(__local ulong *bars, int n, int tiles, __global const ulong16 *maps)
+{
+    for (int i = 0; i < n; i++) nv_mbar_init(bars + i, (uint)tiles);
+    nv_fence_proxy_async();
+    for (int i = 0; i < TMA_MAPS; i++) nv_tmap_acquire(maps + i);
+}
+
+/* `rows` rows from `row` of head (h, b) of map's tensor (boxes of `box` rows), every panel,
+   into tile; one of bar's arrivals. */
+INLINE void tma_rows(__local uchar *tile, __global const ulong16 *map, int rows, int box, int row, int h,
+                     int b, __local ulong *bar)
+{
+    nv_mbar_expect(bar, TILE_BYTES(rows));
+    #pragma unroll
+    for (int p = 0; p < HEAD_DIM / 64; p++)
+        #pragma unroll
+        for (int r = 0; r < rows; r += box)
+            nv_tma_load4(tile + p * PANEL_BYTES(rows) + r * 128, map, 64 * p, row + r, h, b, bar);
+}
+#else
+#define TMA_PARAMS
+#endif
 #endif
 
 #if defined(ATTN_FWD) || defined(ATTN_DECODE)
@@ -514,69 +582,25 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_mma(
 
 #if defined(ATTN_FWD) && defined(WGMMA)
 #if defined(TMA)
-/* ---- The forward fed by the TMA (-D TMA, sm_90) ----
-
-   Thread 0 issues q once and each key block's K and V as one box a 64-head-dim panel, in the
-   layout copy_panels writes (the copy unit zero-fills rows past L as copy_panels does), and
-   the warps wait on a tile's mbarrier instead of on copies of their own: no warp spends
-   issue slots on the 16 copies a thread a key block that cp.async takes at head dim 128. K
-   and V land on separate mbarriers, so the scores wait for K alone. The tensor maps are built
-   once a call by attn_tma_maps, a one-work-item kernel the host enqueues first, so that no
-   work-group pays for building them. */
-#define TMA_PARAMS , __global const ulong16 *maps
-#define TMA_MAPS 3 /* q, K, V */
-
-/* The map of a [B, H, L, HEAD_DIM] view (offset and strides in elements): boxes of 64 head
-   dims x `rows` positions of one head. A size-1 dimension's stride, 0 in the view, stands in
-   as the dense one. */
-INLINE void head_map(__global ulong16 *slot, __local ulong16 *stage, __global const elem_t *t, long off,
-                     long4 st, int B, int H, int L, int rows)
-{
-    long sl = st.s2 ? st.s2 : HEAD_DIM, sh = st.s1 ? st.s1 : L * sl, sb = st.s0 ? st.s0 : H * sh;
-    nv_tmap_fill(stage, t + off, 4, HEAD_DIM, (uint)max(L, 1), (uint)max(H, 1), (uint)max(B, 1),
-                 (ulong)sl * ESIZE, (ulong)sh * ESIZE, (ulong)sb * ESIZE, (uint)rows);
-    nv_tmap_store(slot, stage);
-}
-
-__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attn_tma_maps(
-    IN(q), IN(k), IN(v), __global ulong16 *maps, int B, int Hq, int Hkv, int Lq, int Lk)
-{
-    __local ulong16 stage[TMA_MAPS];
-    head_map(maps, stage, q, q_off, q_st, B, Hq, Lq, BLOCK_M);
-    head_map(maps + 1, stage + 1, k, k_off, k_st, B, Hkv, Lk, BLOCK_N);
-    head_map(maps + 2, stage + 2, v, v_off, v_st, B, Hkv, Lk, BLOCK_N);
-}
-
 /* mbarriers: q's, then K's and V's of each buffer. */
 #define BAR_Q 0
 #define BAR_K(j) (1 + (j) % 2)
 #define BAR_V(j) (3 + (j) % 2)
 #define BARS 5
 
-/* Rows from `row` of head (h, b) of map's tensor, every panel, into tile; on bar. */
-INLINE void tma_rows(__local uchar *tile, __global const ulong16 *map, int rows, int row, int h, int b,
-                     __local ulong *bar)
-{
-    nv_mbar_expect(bar, TILE_BYTES(rows));
-    #pragma unroll
-    for (int p = 0; p < HEAD_DIM / 64; p++) nv_tma_load4(tile + p * PANEL_BYTES(rows), map, 64 * p, row, h, b, bar);
-}
-
-/* Thread 0's start: the mbarriers, the maps acquired, q and key block 0 issued. */
+/* The forward's loads: thread 0 issues q once and each key block's K and V, which land on
+   separate mbarriers, so that the scores wait for K alone. Thread 0's start: the mbarriers,
+   the maps acquired, q and key block 0 issued. */
 INLINE void tma_start(__local uchar *qs, __local uchar *ks, __local uchar *vs, __global const ulong16 *maps,
                       __local ulong *bars, int m0, int h, int hk, int b, int n_end)
 {
-    for (int i = 0; i < BARS; i++) nv_mbar_init(bars + i, 1);
-    nv_fence_proxy_async();
-    for (int i = 0; i < TMA_MAPS; i++) nv_tmap_acquire(maps + i);
-    tma_rows(qs, maps, BLOCK_M, m0, h, b, bars + BAR_Q);
+    tma_init(bars, BARS, 1, maps);
+    tma_rows(qs, maps, BLOCK_M, Q_BOX, m0, h, b, bars + BAR_Q);
     if (n_end > 0) {
-        tma_rows(ks, maps + 1, BLOCK_N, 0, hk, b, bars + BAR_K(0));
-        tma_rows(vs, maps + 2, BLOCK_N, 0, hk, b, bars + BAR_V(0));
+        tma_rows(ks, maps + 1, BLOCK_N, BLOCK_N, 0, hk, b, bars + BAR_K(0));
+        tma_rows(vs, maps + 2, BLOCK_N, BLOCK_N, 0, hk, b, bars + BAR_V(0));
     }
 }
-#else
-#define TMA_PARAMS
 #endif
 
 /* Grid (B x Hq x MMA_WG, query blocks), as attn_fwd_mma. Each product is waited for before the
@@ -625,8 +649,8 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_wgmma
         barrier(CLK_LOCAL_MEM_FENCE);
         if (tid == 0 && next < n_end) {
             int o2 = ((j + 1) % 2) * TILE_BYTES(BLOCK_N);
-            tma_rows(ks + o2, maps + 1, BLOCK_N, next, h / group, b, bars + BAR_K(j + 1));
-            tma_rows(vs + o2, maps + 2, BLOCK_N, next, h / group, b, bars + BAR_V(j + 1));
+            tma_rows(ks + o2, maps + 1, BLOCK_N, BLOCK_N, next, h / group, b, bars + BAR_K(j + 1));
+            tma_rows(vs + o2, maps + 2, BLOCK_N, BLOCK_N, next, h / group, b, bars + BAR_V(j + 1));
         }
 #else
         NV_CP_ASYNC_WAIT(0);
@@ -1033,101 +1057,179 @@ INLINE void wg_score_pair(score_acc s, score_acc dp, __local const uchar *a, __l
     wg_pin(&dp[0][0][0], BLOCK_N / 2);
 }
 
-/* Grid (B x Hq x MMA_WG, query blocks), as attn_bwd_dq_mma. */
+/* Grid (B x Hq x MMA_WG, query blocks), as attn_bwd_dq_mma. Key block t goes to stage t % 2
+   while the warps compute block t - 1. */
+#define DQ_STAGE (2 * TILE_BYTES(BLOCK_N))
+
 __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dq_wgmma(
     IN(q), IN(k), IN(v), IN(dout), __global const float *lse, long lse_off, long4 lse_st,
     __global const float *delta, OUT(dq), int Hq, int group, int Lq, int Lk, int diag,
-    float scale2, float scale)
+    float scale2, float scale TMA_PARAMS)
 {
-    __local uint4 words[(2 * TILE_BYTES(BLOCK_M) + 4 * TILE_BYTES(BLOCK_N) + 1024) / 16];
+    __local uint4 words[(2 * TILE_BYTES(BLOCK_M) + 2 * DQ_STAGE + 1024) / 16];
     __local uchar *qs = (__local uchar *)words + (1024 - nv_shared(words) % 1024) % 1024;
     __local uchar *dos = qs + TILE_BYTES(BLOCK_M), *stages = dos + TILE_BYTES(BLOCK_M);
     int tid = get_local_id(0), lane = tid % 32, wm = tid / 32 * 16, g = tid / 128;
     int bh = grid_head(), b = bh / Hq, h = bh % Hq, m0 = query_block_start(Lq, diag < Lk);
     int rows = min(BLOCK_M, Lq - m0), n_end = keys_end(m0, rows, Lk, diag);
-    int row0 = m0 + wm + lane / 4, col_lane = 2 * (lane % 4);
-    __global const raw_t *kg = (__global const raw_t *)(k + HEAD(k, b, h / group));
-    __global const raw_t *vg = (__global const raw_t *)(v + HEAD(v, b, h / group));
+    int row0 = m0 + wm + lane / 4, col_lane = 2 * (lane % 4), steps = (n_end + BLOCK_N - 1) / BLOCK_N;
     float rl[1][2], rd[1][2], cz[NF][2];
     row_stats(rl, rd, cz, lse + lse_off + b * lse_st.s0 + h * lse_st.s1, lse_st.s2, delta + (long)bh * Lq, row0, Lq);
+#if defined(TMA)
+    /* mbarriers: q and dO's, then each stage's K and V. */
+    __local ulong bars[3];
+    if (tid == 0) {
+        tma_init(bars, 3, 2, maps);
+        tma_rows(qs, maps, BLOCK_M, BLOCK_N, m0, h, b, bars);
+        tma_rows(dos, maps + 3, BLOCK_M, BLOCK_N, m0, h, b, bars);
+        if (steps > 0) {
+            tma_rows(stages, maps + 1, BLOCK_N, BLOCK_N, 0, h / group, b, bars + 1);
+            tma_rows(stages + TILE_BYTES(BLOCK_N), maps + 2, BLOCK_N, BLOCK_N, 0, h / group, b, bars + 1);
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    nv_mbar_wait(bars, 0);
+#else
+    __global const raw_t *kg = (__global const raw_t *)(k + HEAD(k, b, h / group));
+    __global const raw_t *vg = (__global const raw_t *)(v + HEAD(v, b, h / group));
     copy_panels(qs, (__global const raw_t *)(q + HEAD(q, b, h) + m0 * q_st.s2), q_st.s2, BLOCK_M, rows, tid);
     copy_panels(dos, (__global const raw_t *)(dout + HEAD(dout, b, h) + m0 * dout_st.s2), dout_st.s2,
                 BLOCK_M, rows, tid);
+    if (steps > 0) {
+        copy_panels(stages, kg, k_st.s2, BLOCK_N, min(BLOCK_N, Lk), tid);
+        copy_panels(stages + TILE_BYTES(BLOCK_N), vg, v_st.s2, BLOCK_N, min(BLOCK_N, Lk), tid);
+    }
+    nv_cp_async_commit();
+#endif
     held_acc acc;
     zero_held(acc);
-    int steps = (n_end + BLOCK_N - 1) / BLOCK_N;
-    for (int t = 0; t <= steps; t++) {
-        /* Step t copies key block t into stage t % 2 (with q and dO at t 0) and computes t - 1. */
-        if (t < steps) {
-            __local uchar *ks = stages + (t % 2) * 2 * TILE_BYTES(BLOCK_N);
-            int n0 = t * BLOCK_N, keys = min(BLOCK_N, Lk - n0);
-            copy_panels(ks, kg + n0 * k_st.s2, k_st.s2, BLOCK_N, keys, tid);
-            copy_panels(ks + TILE_BYTES(BLOCK_N), vg + n0 * v_st.s2, v_st.s2, BLOCK_N, keys, tid);
+    for (int t = 0; t < steps; t++) {
+        /* Block t has landed, and every warpgroup is done with block t - 1, whose stage block
+           t + 1 takes. */
+        __local uchar *ks = stages + (t % 2) * DQ_STAGE, *next = stages + ((t + 1) % 2) * DQ_STAGE;
+        int n0 = t * BLOCK_N, n1 = n0 + BLOCK_N;
+#if defined(TMA)
+        nv_mbar_wait(bars + 1 + t % 2, (t / 2) & 1);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (tid == 0 && t + 1 < steps) {
+            tma_rows(next, maps + 1, BLOCK_N, BLOCK_N, n1, h / group, b, bars + 1 + (t + 1) % 2);
+            tma_rows(next + TILE_BYTES(BLOCK_N), maps + 2, BLOCK_N, BLOCK_N, n1, h / group, b, bars + 1 + (t + 1) % 2);
         }
-        nv_cp_async_commit();
-        if (t == 0) continue;
-        NV_CP_ASYNC_WAIT(1);
+#else
+        NV_CP_ASYNC_WAIT(0);
         nv_fence_proxy_async();
         barrier(CLK_LOCAL_MEM_FENCE);
-        __local uchar *ks = stages + ((t - 1) % 2) * 2 * TILE_BYTES(BLOCK_N);
-        int n0 = (t - 1) * BLOCK_N;
+        if (t + 1 < steps) {
+            copy_panels(next, kg + n1 * k_st.s2, k_st.s2, BLOCK_N, min(BLOCK_N, Lk - n1), tid);
+            copy_panels(next + TILE_BYTES(BLOCK_N), vg + n1 * v_st.s2, v_st.s2, BLOCK_N, min(BLOCK_N, Lk - n1), tid);
+        }
+        nv_cp_async_commit();
+#endif
         score_acc s, dp;
         wg_score_pair(s, dp, qs + g * PANEL_BYTES(64), dos + g * PANEL_BYTES(64), ks, ks + TILE_BYTES(BLOCK_N));
-        if (n0 + BLOCK_N > Lk || hidden(n0 + BLOCK_N - 1, m0, diag))
-            mask_acc(s, row0, n0 + col_lane, Lk, diag, 1);
+        if (n1 > Lk || hidden(n1 - 1, m0, diag)) mask_acc(s, row0, n0 + col_lane, Lk, diag, 1);
         probabilities(s, dp, scale2, rl, rd, cz, cz);
         wg_product(&acc[0][0][0], &dp[0][0][0], ks);
-        barrier(CLK_LOCAL_MEM_FENCE);
     }
     store_held(dq + HEAD(dq, b, h), dq_st.s2, dq_st.s3, acc, row0, col_lane, Lq, scale);
 }
 
 /* Grid (B x Hkv x MMA_WG, key blocks), as attn_bwd_dkdv_mma: the same walk over (query head,
-   query block) pairs in a fixed order, q, dO and their statistics double-buffered. */
+   query block) pairs in a fixed order; step t's q and dO go to stage t % 2 (their statistics
+   by cp.async beside them) while the warps compute step t - 1. */
+#define KV_STAGE (2 * TILE_BYTES(BLOCK_N))
+
+/* Step t's (query head, first query) of the walk. */
+INLINE int2 dkdv_step(int t, int kv, int group, int n_start, int per_head)
+{
+    return (int2)(kv * group + t / per_head, n_start + (t % per_head) * BLOCK_N);
+}
+
 __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dkdv_wgmma(
     IN(q), IN(k), IN(v), IN(dout), __global const float *lse, long lse_off, long4 lse_st,
     __global const float *delta, OUT(dk), OUT(dv), int Hq, int group, int Lq, int Lk, int diag,
-    float scale2, float scale)
+    float scale2, float scale TMA_PARAMS)
 {
-    __local uint4 words[(2 * TILE_BYTES(BLOCK_M) + 4 * TILE_BYTES(BLOCK_N) + 16 * BLOCK_N + 1024) / 16];
+    __local uint4 words[(2 * TILE_BYTES(BLOCK_M) + 2 * KV_STAGE + 16 * BLOCK_N + 1024) / 16];
     __local uchar *ks = (__local uchar *)words + (1024 - nv_shared(words) % 1024) % 1024;
     __local uchar *vs = ks + TILE_BYTES(BLOCK_M), *stages = vs + TILE_BYTES(BLOCK_M);
-    __local float *stats = (__local float *)(stages + 4 * TILE_BYTES(BLOCK_N));
+    __local float *stats = (__local float *)(stages + 2 * KV_STAGE);
     int tid = get_local_id(0), lane = tid % 32, wm = tid / 32 * 16, g = tid / 128;
     int Hkv = Hq / group, bg = grid_head(), b = bg / Hkv, kv = bg % Hkv;
     int m0 = grid_block() * BLOCK_M, rows = min(BLOCK_M, Lk - m0);
     int row0 = m0 + wm + lane / 4, col_lane = 2 * (lane % 4);
-    copy_panels(ks, (__global const raw_t *)(k + HEAD(k, b, kv) + m0 * k_st.s2), k_st.s2, BLOCK_M, rows, tid);
-    copy_panels(vs, (__global const raw_t *)(v + HEAD(v, b, kv) + m0 * v_st.s2), v_st.s2, BLOCK_M, rows, tid);
     int n_start = queries_start(m0, diag);
     int per_head = Lq > n_start ? (Lq - n_start + BLOCK_N - 1) / BLOCK_N : 0, steps = group * per_head;
+    long lse_b = lse_off + b * lse_st.s0, delta_b = (long)b * Hq * Lq;
+#if defined(TMA)
+    /* mbarriers: K and V's, then each stage's q and dO. */
+    __local ulong bars[3];
+    if (tid == 0) {
+        tma_init(bars, 3, 2, maps);
+        tma_rows(ks, maps + 1, BLOCK_M, BLOCK_N, m0, kv, b, bars);
+        tma_rows(vs, maps + 2, BLOCK_M, BLOCK_N, m0, kv, b, bars);
+        if (steps > 0) {
+            int2 hn = dkdv_step(0, kv, group, n_start, per_head);
+            tma_rows(stages, maps, BLOCK_N, BLOCK_N, hn.y, hn.x, b, bars + 1);
+            tma_rows(stages + TILE_BYTES(BLOCK_N), maps + 3, BLOCK_N, BLOCK_N, hn.y, hn.x, b, bars + 1);
+        }
+    }
+#else
+    copy_panels(ks, (__global const raw_t *)(k + HEAD(k, b, kv) + m0 * k_st.s2), k_st.s2, BLOCK_M, rows, tid);
+    copy_panels(vs, (__global const raw_t *)(v + HEAD(v, b, kv) + m0 * v_st.s2), v_st.s2, BLOCK_M, rows, tid);
+#endif
+    if (steps > 0) {
+        int2 hn = dkdv_step(0, kv, group, n_start, per_head);
+        int queries = min(BLOCK_N, Lq - hn.y);
+#if !defined(TMA)
+        copy_panels(stages, (__global const raw_t *)(q + HEAD(q, b, hn.x) + hn.y * q_st.s2), q_st.s2, BLOCK_N,
+                    queries, tid);
+        copy_panels(stages + TILE_BYTES(BLOCK_N), (__global const raw_t *)(dout + HEAD(dout, b, hn.x) + hn.y * dout_st.s2),
+                    dout_st.s2, BLOCK_N, queries, tid);
+#endif
+        copy_stats(stats, lse + lse_b + hn.x * lse_st.s1, delta + delta_b + (long)hn.x * Lq, lse_st.s2, hn.y,
+                   queries, tid);
+    }
+    nv_cp_async_commit();
+#if defined(TMA)
+    barrier(CLK_LOCAL_MEM_FENCE);
+    nv_mbar_wait(bars, 0);
+#endif
     float rz[1][2] = {{0.0f, 0.0f}};
     held_acc dk_acc, dv_acc;
     zero_held(dk_acc);
     zero_held(dv_acc);
-    for (int t = 0; t <= steps; t++) {
-        /* Step t copies (head, query block) t into stage t % 2 (with K and V at t 0) and
-           computes t - 1. */
-        if (t < steps) {
-            int h = kv * group + t / per_head, n0 = n_start + (t % per_head) * BLOCK_N;
-            int queries = min(BLOCK_N, Lq - n0);
-            __local uchar *slot = stages + (t % 2) * 2 * TILE_BYTES(BLOCK_N);
-            copy_panels(slot, (__global const raw_t *)(q + HEAD(q, b, h) + n0 * q_st.s2), q_st.s2, BLOCK_N,
-                        queries, tid);
-            copy_panels(slot + TILE_BYTES(BLOCK_N), (__global const raw_t *)(dout + HEAD(dout, b, h) + n0 * dout_st.s2),
-                        dout_st.s2, BLOCK_N, queries, tid);
-            copy_stats(stats + (t % 2) * 2 * BLOCK_N, lse + lse_off + b * lse_st.s0 + h * lse_st.s1,
-                       delta + ((long)b * Hq + h) * Lq, lse_st.s2, n0, queries, tid);
-        }
-        nv_cp_async_commit();
-        if (t == 0) continue;
-        NV_CP_ASYNC_WAIT(1);
+    for (int t = 0; t < steps; t++) {
+        /* Step t has landed, and every warpgroup is done with step t - 1, whose stage step
+           t + 1 takes. */
+        __local uchar *slot = stages + (t % 2) * KV_STAGE, *next = stages + ((t + 1) % 2) * KV_STAGE;
+#if defined(TMA)
+        nv_mbar_wait(bars + 1 + t % 2, (t / 2) & 1);
+#endif
+        NV_CP_ASYNC_WAIT(0);
         nv_fence_proxy_async();
         barrier(CLK_LOCAL_MEM_FENCE);
-        __local uchar *slot = stages + ((t - 1) % 2) * 2 * TILE_BYTES(BLOCK_N);
-        int n0 = n_start + ((t - 1) % per_head) * BLOCK_N;
+        if (t + 1 < steps) {
+            int2 hn = dkdv_step(t + 1, kv, group, n_start, per_head);
+            int queries = min(BLOCK_N, Lq - hn.y);
+#if defined(TMA)
+            if (tid == 0) {
+                tma_rows(next, maps, BLOCK_N, BLOCK_N, hn.y, hn.x, b, bars + 1 + (t + 1) % 2);
+                tma_rows(next + TILE_BYTES(BLOCK_N), maps + 3, BLOCK_N, BLOCK_N, hn.y, hn.x, b, bars + 1 + (t + 1) % 2);
+            }
+#else
+            copy_panels(next, (__global const raw_t *)(q + HEAD(q, b, hn.x) + hn.y * q_st.s2), q_st.s2, BLOCK_N,
+                        queries, tid);
+            copy_panels(next + TILE_BYTES(BLOCK_N), (__global const raw_t *)(dout + HEAD(dout, b, hn.x) + hn.y * dout_st.s2),
+                        dout_st.s2, BLOCK_N, queries, tid);
+#endif
+            copy_stats(stats + ((t + 1) % 2) * 2 * BLOCK_N, lse + lse_b + hn.x * lse_st.s1,
+                       delta + delta_b + (long)hn.x * Lq, lse_st.s2, hn.y, queries, tid);
+        }
+        nv_cp_async_commit();
+        int n0 = dkdv_step(t, kv, group, n_start, per_head).y;
         float cl[NF][2], cd[NF][2];
-        col_stats(cl, cd, stats + ((t - 1) % 2) * 2 * BLOCK_N, col_lane);
+        col_stats(cl, cd, stats + (t % 2) * 2 * BLOCK_N, col_lane);
         score_acc s, dp;
         wg_score_pair(s, dp, ks + g * PANEL_BYTES(64), vs + g * PANEL_BYTES(64), slot, slot + TILE_BYTES(BLOCK_N));
         if (hidden(m0 + BLOCK_M - 1, n0, diag)) mask_acc(s, row0, n0 + col_lane, Lq, diag, 0);
@@ -1141,7 +1243,6 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dkdv_
         wg_pin(&dk_acc[0][0][0], HEAD_DIM / 2);
         wg_pin_frags(pa);
         wg_pin_frags(da);
-        barrier(CLK_LOCAL_MEM_FENCE);
     }
     store_held(dv + HEAD(dv, b, kv), dv_st.s2, dv_st.s3, dv_acc, row0, col_lane, Lk, 1.0f);
     store_held(dk + HEAD(dk, b, kv), dk_st.s2, dk_st.s3, dk_acc, row0, col_lane, Lk, scale);

@@ -586,7 +586,7 @@ static clkit_status plan_attention(clkit_context *ctx, void *arg, size_t wg_limi
         mma_options(ps->p, ps->bwd, mt, plan->options, sizeof plan->options);
         /* The forward loads by the TMA where it may, wgmma's loads by cp.async otherwise. */
         if (wg) {
-            bool tma = !ps->bwd && ps->tma_views && clkit_path_allowed(ctx, CLKIT_PATH_NV_TMA, CLKIT_FAMILY_ATTENTION);
+            bool tma = ps->tma_views && clkit_path_allowed(ctx, CLKIT_PATH_NV_TMA, CLKIT_FAMILY_ATTENTION);
             strncat(plan->options, tma ? " -D WGMMA -D TMA" : " -D WGMMA",
                     sizeof plan->options - strlen(plan->options) - 1);
             if (tma) path = CLKIT_PATH_NV_TMA;
@@ -875,20 +875,22 @@ static clkit_status decode(clkit_context *ctx, const call *c)
     return s;
 }
 
-/* The TMA forward's tensor maps of q, k and v, built into the context's map slot by the
-   program's attn_tma_maps (one work-item) before the forward runs. */
+/* The tensor maps of a TMA pass (plan pl's program): q, k and v, and for the backward dout
+   (NULL in the forward, whose kernel takes q there and builds three), built into the
+   context's map slot by the program's attn_tma_maps, one work-item a map, before the pass's
+   kernels run. */
 static clkit_status tma_maps(clkit_context *ctx, const clkit_plan *pl, const problem *p, const kview *vq,
-                             const kview *vk, const kview *vv, cl_mem *maps)
+                             const kview *vk, const kview *vv, const kview *vdout, cl_mem *maps)
 {
     cl_kernel k;
     clkit_status s = clkit_get_kernel(ctx, pl->file, "attn_tma_maps", pl->options, &k);
     if (s || (s = clkit_tma_maps(ctx, maps))) return s;
     cl_int b = (cl_int)p->b, hq = (cl_int)p->hq, hkv = (cl_int)p->hkv, lq = (cl_int)p->lq, lk = (cl_int)p->lk;
     clkit_args a = clkit_args_of(k);
-    arg_view(&a, vq), arg_view(&a, vk), arg_view(&a, vv), clkit_arg_mem(&a, *maps);
+    arg_view(&a, vq), arg_view(&a, vk), arg_view(&a, vv), arg_view(&a, vdout ? vdout : vq), clkit_arg_mem(&a, *maps);
     clkit_arg(&a, 4, &b), clkit_arg(&a, 4, &hq), clkit_arg(&a, 4, &hkv), clkit_arg(&a, 4, &lq), clkit_arg(&a, 4, &lk);
-    size_t one = 1;
-    return clkit_run(ctx, &a, 1, &one, &one);
+    size_t n = vdout ? 4 : 3;
+    return clkit_run(ctx, &a, 1, &n, &n);
 }
 
 /* The forward of a validated, non-empty call (force: the tuner's tiles, else NULL). */
@@ -910,7 +912,7 @@ static clkit_status forward(clkit_context *ctx, const call *c, const tiles *forc
     cl_int diag = diag_of(&p);
     float scale2 = scale_log2(&p);
     cl_mem maps = NULL;
-    if (pl.path == CLKIT_PATH_NV_TMA && (s = tma_maps(ctx, &pl, &p, &vq, &vk, &vv, &maps))) return s;
+    if (pl.path == CLKIT_PATH_NV_TMA && (s = tma_maps(ctx, &pl, &p, &vq, &vk, &vv, NULL, &maps))) return s;
     clkit_args a = clkit_args_of(kern);
     arg_view(&a, &vq), arg_view(&a, &vk), arg_view(&a, &vv), arg_view(&a, &vo), arg_view(&a, &vl);
     clkit_arg(&a, 4, &hq), clkit_arg(&a, 4, &group), clkit_arg(&a, 4, &lq), clkit_arg(&a, 4, &lk), clkit_arg(&a, 4, &diag);
@@ -925,6 +927,7 @@ static clkit_status forward(clkit_context *ctx, const call *c, const tiles *forc
 
 typedef struct bwd_views {
     kview q, k, v, o, dout, lse, dq, dk, dv, delta;
+    cl_mem maps; /* the TMA's tensor maps (attn_tma_maps), NULL without */
 } bwd_views;
 
 static clkit_status launch_delta(clkit_context *ctx, cl_kernel kern, const problem *p,
@@ -946,7 +949,7 @@ static clkit_status launch_delta(clkit_context *ctx, cl_kernel kern, const probl
 }
 
 /* dq (dkdv 0) or dk and dv (dkdv 1): the arguments the two kernels share, then the launch. */
-static clkit_status launch_grad(clkit_context *ctx, cl_kernel kern, const problem *p,
+static clkit_status launch_grad(clkit_context *ctx, cl_kernel kern, const clkit_plan *pl, const problem *p,
                                 const blocking *t, const bwd_views *bv, int dkdv)
 {
     cl_int hq = (cl_int)p->hq, group = (cl_int)(p->hq / p->hkv), lq = (cl_int)p->lq;
@@ -963,6 +966,7 @@ static clkit_status launch_grad(clkit_context *ctx, cl_kernel kern, const proble
     else arg_view(&a, &bv->dq);
     clkit_arg(&a, 4, &hq), clkit_arg(&a, 4, &group), clkit_arg(&a, 4, &lq), clkit_arg(&a, 4, &lk), clkit_arg(&a, 4, &diag);
     clkit_arg(&a, 4, &scale2), clkit_arg(&a, 4, &scale);
+    if (pl->path == CLKIT_PATH_NV_TMA) clkit_arg_mem(&a, bv->maps);
     size_t global[2] = {(size_t)(p->b * (dkdv ? p->hkv : p->hq)) * t->wg,
                         groups_of(dkdv ? p->lk : p->lq, t->bm)};
     size_t local[2] = {t->wg, 1};
@@ -998,17 +1002,20 @@ static clkit_status backward(clkit_context *ctx, const call *c, const tiles *for
     const clkit_tensor *ins[4] = {c->q, c->k, c->v, c->dout};
     cl_kernel kern[3];
     blocking t[3];
+    clkit_plan pl[3];
     clkit_status s;
-    if ((s = choose_kernels(ctx, &p, 1, ins, 4, bwd_kinds, bwd_names_mma, bwd_names, 3, kern, t, NULL)))
+    if ((s = choose_kernels(ctx, &p, 1, ins, 4, bwd_kinds, bwd_names_mma, bwd_names, 3, kern, t, pl)))
         return s;
     bwd_views bv = {kview_of(c->q), kview_of(c->k), kview_of(c->v), kview_of(c->o),
                     kview_of(c->dout), kview_of(c->lse), kview_of(c->dq), kview_of(c->dk),
-                    kview_of(c->dv), {0}};
+                    kview_of(c->dv), {0}, NULL};
+    int tma = pl[1].path == CLKIT_PATH_NV_TMA ? 1 : pl[2].path == CLKIT_PATH_NV_TMA ? 2 : 0;
+    if (tma && (s = tma_maps(ctx, &pl[tma], &p, &bv.q, &bv.k, &bv.v, &bv.dout, &bv.maps))) return s;
     size_t delta_bytes = (size_t)(p.b * p.hq * p.lq) * sizeof(float);
     if ((s = clkit_scratch_alloc(ctx, delta_bytes, &bv.delta.buf))) return s;
     if (has_q) s = launch_delta(ctx, kern[0], &p, &bv);
-    if (!s && has_kv) s = launch_grad(ctx, kern[1], &p, &t[1], &bv, 1);
-    if (!s && has_q) s = launch_grad(ctx, kern[2], &p, &t[2], &bv, 0);
+    if (!s && has_kv) s = launch_grad(ctx, kern[1], &pl[1], &p, &t[1], &bv, 1);
+    if (!s && has_q) s = launch_grad(ctx, kern[2], &pl[2], &p, &t[2], &bv, 0);
     clkit_scratch_release(ctx, bv.delta.buf, delta_bytes);
     return s;
 }
