@@ -44,12 +44,28 @@ INLINE int keys_end(int m0, int rows, int Lk, int diag)
 INLINE float lse2_of(float lse) { return lse == -INFINITY ? INFINITY : LOG2E * lse; }
 
 #if defined(BLOCK_M)
-/* The first row of this work-group's query block in the forward and dQ kernels: with causal
-   (diag < Lk) the last blocks, which see the most keys, come first. */
-INLINE int query_block_start(int Lq, int causal)
+/* The first row of query block `block` (in launch order) in the forward and dQ kernels: with
+   causal (diag < Lk) the last blocks, which see the most keys, come first. */
+INLINE int query_block_at(int block, int Lq, int causal)
 {
-    int blocks = (Lq + BLOCK_M - 1) / BLOCK_M, block = grid_block();
+    int blocks = (Lq + BLOCK_M - 1) / BLOCK_M;
     return (causal ? blocks - 1 - block : block) * BLOCK_M;
+}
+
+INLINE int query_block_start(int Lq, int causal) { return query_block_at(grid_block(), Lq, causal); }
+
+/* (batch x head, block in launch order) of this work-group in a one-dimensional grid of every
+   head's query blocks, ordered so that K and V are read from memory about once: `section`
+   heads at a time (as many as the host finds room for in the last-level cache), all their
+   blocks before the next section's, each block across the section's heads (with causal, the
+   heaviest first, as in grid_head's order). Heads across all blocks, the 2-D grids' order,
+   rereads every head's K and V from memory for each of its blocks once the heads in flight
+   outgrow the cache. */
+INLINE int2 sectioned_block(int heads, int Lq, int section)
+{
+    int blocks = (Lq + BLOCK_M - 1) / BLOCK_M, id = get_group_id(0), first = id / (section * blocks) * section;
+    int r = id - first * blocks, n = min(section, heads - first);
+    return (int2)(first + r % n, r / n);
 }
 
 /* The first block of BLOCK_N queries that sees key m0: dK/dV's walks start there. */

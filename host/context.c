@@ -375,6 +375,9 @@ static void amd_emulation(clkit_context *ctx)
 static clkit_status finish_setup(clkit_context *ctx, const char *cache_dir)
 {
     query_props(ctx->platform, ctx->device, &ctx->props);
+    cl_ulong cache = 0;
+    if (clGetDeviceInfo(ctx->device, CL_DEVICE_GLOBAL_MEM_CACHE_SIZE, sizeof cache, &cache, NULL) == CL_SUCCESS)
+        ctx->cache_bytes = cache;
     amd_emulation(ctx);
     clkit_paths_init(ctx);
     set_build_base(ctx);

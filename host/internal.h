@@ -64,6 +64,7 @@ struct clkit_context {
     unsigned char path_proof[CLKIT_PATH_COUNT][CLKIT_FAMILY_COUNT]; /* paths.c's proof states */
     bool amd_emulated;        /* CLKIT_AMD_EMULATE: a CPU device runs AMD matrix-core kernels
                                  with software instructions (context.c) */
+    uint64_t cache_bytes;     /* the device's last-level cache (CL_DEVICE_GLOBAL_MEM_CACHE_SIZE), 0: unknown */
     cl_mem tma_slot;          /* where TMA kernels publish their tensor maps (clkit_tma_maps) */
     cl_mem tickets;           /* split-K counters, 0 between kernels (clkit_tickets) */
     size_t tickets_n;

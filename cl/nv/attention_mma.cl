@@ -603,21 +603,22 @@ INLINE void tma_start(__local uchar *qs, __local uchar *ks, __local uchar *vs, _
 }
 #endif
 
-/* Grid (B x Hq x MMA_WG, query blocks), as attn_fwd_mma. Each product is waited for before the
-   next: a version that overlapped the softmax with P V inside each warpgroup, as
+/* Grid (B x Hq x query blocks x MMA_WG), in sectioned_block's order. Each product is waited for
+   before the next: a version that overlapped the softmax with P V inside each warpgroup, as
    FlashAttention-3 does (the scores of block j + 1 issued before P_j V_j, P double-buffered),
    ran 3 % slower on an H200 (docs/attention.md): the two warpgroups already take turns on the
    tensor cores, and its extra registers cost more than the overlap gave. */
 __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_wgmma(
     IN(q), IN(k), IN(v), OUT(o), __global float *lse, long lse_off, long4 lse_st, int Hq,
-    int group, int Lq, int Lk, int diag, float scale2 TMA_PARAMS)
+    int group, int Lq, int Lk, int diag, float scale2, int B, int section TMA_PARAMS)
 {
     /* wgmma's swizzle is a function of the address: every tile starts on 1024 bytes. */
     __local uint4 words[(TILE_BYTES(BLOCK_M) + 4 * TILE_BYTES(BLOCK_N) + 1024) / 16];
     __local uchar *qs = (__local uchar *)words + (1024 - nv_shared(words) % 1024) % 1024;
     __local uchar *ks = qs + TILE_BYTES(BLOCK_M), *vs = ks + 2 * TILE_BYTES(BLOCK_N);
     int tid = get_local_id(0), lane = tid % 32, wm = tid / 32 * 16, g = tid / 128;
-    int bh = grid_head(), b = bh / Hq, h = bh % Hq, m0 = query_block_start(Lq, diag < Lk);
+    int2 hb = sectioned_block(B * Hq, Lq, section);
+    int bh = hb.x, b = bh / Hq, h = bh % Hq, m0 = query_block_at(hb.y, Lq, diag < Lk);
     int rows = min(BLOCK_M, Lq - m0), n_end = keys_end(m0, rows, Lk, diag);
     int row0 = m0 + wm + lane / 4, col_lane = 2 * (lane % 4);
 #if defined(TMA)

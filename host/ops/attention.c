@@ -893,6 +893,18 @@ static clkit_status tma_maps(clkit_context *ctx, const clkit_plan *pl, const pro
     return clkit_run(ctx, &a, 1, &n, &n);
 }
 
+/* Query heads whose K and V fill half the device's last-level cache, for the wgmma forward's
+   sectioned grid (cl/attention.h's sectioned_block): at least one, every head where the cache
+   size is unknown. */
+static cl_int cache_section(const clkit_context *ctx, const problem *p)
+{
+    int64_t heads = p->b * p->hq, group = p->hq / p->hkv;
+    uint64_t per_head = 2 * (uint64_t)p->lk * (uint64_t)p->d * clkit_dtype_size(p->dtype) / (uint64_t)group;
+    if (!ctx->cache_bytes || !per_head) return (cl_int)heads;
+    int64_t n = (int64_t)(ctx->cache_bytes / 2 / per_head);
+    return (cl_int)(n < 1 ? 1 : n > heads ? heads : n);
+}
+
 /* The forward of a validated, non-empty call (force: the tuner's tiles, else NULL). */
 static clkit_status forward(clkit_context *ctx, const call *c, const tiles *force)
 {
@@ -917,9 +929,15 @@ static clkit_status forward(clkit_context *ctx, const call *c, const tiles *forc
     arg_view(&a, &vq), arg_view(&a, &vk), arg_view(&a, &vv), arg_view(&a, &vo), arg_view(&a, &vl);
     clkit_arg(&a, 4, &hq), clkit_arg(&a, 4, &group), clkit_arg(&a, 4, &lq), clkit_arg(&a, 4, &lk), clkit_arg(&a, 4, &diag);
     clkit_arg(&a, 4, &scale2);
-    if (maps) clkit_arg_mem(&a, maps);
-    /* Heads across, blocks down: cl/attention.h's grid_block. */
+    /* Heads across, blocks down (cl/attention.h's grid_block); the wgmma kernel's one-dimensional
+       grid in sections of heads instead. */
     size_t global[2] = {(size_t)(p.b * p.hq) * t.wg, groups_of(p.lq, t.bm)}, local[2] = {t.wg, 1};
+    if (pl.path == CLKIT_PATH_NV_WGMMA || pl.path == CLKIT_PATH_NV_TMA) {
+        cl_int b = (cl_int)p.b, section = cache_section(ctx, &p);
+        clkit_arg(&a, 4, &b), clkit_arg(&a, 4, &section);
+        global[0] *= global[1], global[1] = 1;
+    }
+    if (maps) clkit_arg_mem(&a, maps);
     return clkit_run(ctx, &a, 2, global, local);
 }
 
