@@ -25,8 +25,12 @@
    P V. The backward kernels double-buffer both streamed tiles. The host proves that q, k, v
    (and dO) have a contiguous head dimension and 16-byte-aligned strides and offsets.
 
+   On sm_90 (-D WGMMA) the same passes run on warpgroup MMAs instead, fed by the TMA with
+   -D TMA: attn_fwd_wgmma, attn_bwd_dkdv_wgmma, attn_bwd_dq_wgmma (the section "Hopper" below).
+   Decoding (-D ATTN_DECODE) has its own kernel, attn_decode_mma.
+
    Compile-time constants: HEAD_DIM, BLOCK_M, BLOCK_N, WARPS, HELD_LOCAL, the dtype
-   (common.h) and ATTN_FWD or ATTN_BWD, the program's kernels. */
+   (common.h), ATTN_FWD, ATTN_BWD or ATTN_DECODE (the program's kernels), WGMMA and TMA. */
 #include "attention.h"
 #include "nv/mma.h"
 
