@@ -55,15 +55,15 @@ INLINE int query_block_at(int block, int Lq, int causal)
 INLINE int query_block_start(int Lq, int causal) { return query_block_at(grid_block(), Lq, causal); }
 
 /* (batch x head, block in launch order) of this work-group in a one-dimensional grid of every
-   head's query blocks, ordered so that K and V are read from memory about once: `section`
-   heads at a time (as many as the host finds room for in the last-level cache), all their
-   blocks before the next section's, each block across the section's heads (with causal, the
-   heaviest first, as in grid_head's order). Heads across all blocks, the 2-D grids' order,
-   rereads every head's K and V from memory for each of its blocks once the heads in flight
-   outgrow the cache. */
-INLINE int2 sectioned_block(int heads, int Lq, int section)
+   head's `blocks` blocks, ordered so that the streamed side (K and V for query blocks, q and dO
+   for key blocks) is read from memory about once: `section` heads at a time (as many as the
+   host finds room for in the last-level cache), all their blocks before the next section's,
+   each block across the section's heads. Heads across all blocks, the 2-D grids' order (which
+   a section of every head reproduces), rereads every head's streamed rows from memory for
+   each of its blocks once the heads in flight outgrow the cache. */
+INLINE int2 sectioned_block(int heads, int blocks, int section)
 {
-    int blocks = (Lq + BLOCK_M - 1) / BLOCK_M, id = get_group_id(0), first = id / (section * blocks) * section;
+    int id = get_group_id(0), first = id / (section * blocks) * section;
     int r = id - first * blocks, n = min(section, heads - first);
     return (int2)(first + r % n, r / n);
 }

@@ -621,7 +621,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_wgmma
     __local uchar *qs = (__local uchar *)words + (1024 - nv_shared(words) % 1024) % 1024;
     __local uchar *ks = qs + TILE_BYTES(BLOCK_M), *vs = ks + 2 * TILE_BYTES(BLOCK_N);
     int tid = get_local_id(0), lane = tid % 32, wm = tid / 32 * 16, g = tid / 128;
-    int2 hb = sectioned_block(B * Hq, Lq, section);
+    int2 hb = sectioned_block(B * Hq, (Lq + BLOCK_M - 1) / BLOCK_M, section);
     int bh = hb.x, b = bh / Hq, h = bh % Hq, m0 = query_block_at(hb.y, Lq, diag < Lk);
     int rows = min(BLOCK_M, Lq - m0), n_end = keys_end(m0, rows, Lk, diag);
     int row0 = m0 + wm + lane / 4, col_lane = 2 * (lane % 4);
@@ -1062,20 +1062,21 @@ INLINE void wg_score_pair(score_acc s, score_acc dp, __local const uchar *a, __l
     wg_pin(&dp[0][0][0], BLOCK_N / 2);
 }
 
-/* Grid (B x Hq x MMA_WG, query blocks), as attn_bwd_dq_mma. Key block t goes to stage t % 2
-   while the warps compute block t - 1. */
+/* Grid (B x Hq x query blocks x MMA_WG), in sectioned_block's order; otherwise as
+   attn_bwd_dq_mma. Key block t goes to stage t % 2 while the warps compute block t - 1. */
 #define DQ_STAGE (2 * TILE_BYTES(BLOCK_N))
 
 __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dq_wgmma(
     IN(q), IN(k), IN(v), IN(dout), __global const float *lse, long lse_off, long4 lse_st,
     __global const float *delta, OUT(dq), int Hq, int group, int Lq, int Lk, int diag,
-    float scale2, float scale TMA_PARAMS)
+    float scale2, float scale, int B, int section TMA_PARAMS)
 {
     __local uint4 words[(2 * TILE_BYTES(BLOCK_M) + 2 * DQ_STAGE + 1024) / 16];
     __local uchar *qs = (__local uchar *)words + (1024 - nv_shared(words) % 1024) % 1024;
     __local uchar *dos = qs + TILE_BYTES(BLOCK_M), *stages = dos + TILE_BYTES(BLOCK_M);
     int tid = get_local_id(0), lane = tid % 32, wm = tid / 32 * 16, g = tid / 128;
-    int bh = grid_head(), b = bh / Hq, h = bh % Hq, m0 = query_block_start(Lq, diag < Lk);
+    int2 hb = sectioned_block(B * Hq, (Lq + BLOCK_M - 1) / BLOCK_M, section);
+    int bh = hb.x, b = bh / Hq, h = bh % Hq, m0 = query_block_at(hb.y, Lq, diag < Lk);
     int rows = min(BLOCK_M, Lq - m0), n_end = keys_end(m0, rows, Lk, diag);
     int row0 = m0 + wm + lane / 4, col_lane = 2 * (lane % 4), steps = (n_end + BLOCK_N - 1) / BLOCK_N;
     float rl[1][2], rd[1][2], cz[NF][2];
@@ -1139,8 +1140,8 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dq_wg
     store_held(dq + HEAD(dq, b, h), dq_st.s2, dq_st.s3, acc, row0, col_lane, Lq, scale);
 }
 
-/* Grid (B x Hkv x MMA_WG, key blocks), as attn_bwd_dkdv_mma: the same walk over (query head,
-   query block) pairs in a fixed order; step t's q and dO go to stage t % 2 (their statistics
+/* Grid (B x Hkv x key blocks x MMA_WG), in sectioned_block's order; otherwise as
+   attn_bwd_dkdv_mma: the same walk over (query head, query block) pairs in a fixed order; step t's q and dO go to stage t % 2 (their statistics
    by cp.async beside them) while the warps compute step t - 1. */
 #define KV_STAGE (2 * TILE_BYTES(BLOCK_N))
 
@@ -1153,15 +1154,17 @@ INLINE int2 dkdv_step(int t, int kv, int group, int n_start, int per_head)
 __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dkdv_wgmma(
     IN(q), IN(k), IN(v), IN(dout), __global const float *lse, long lse_off, long4 lse_st,
     __global const float *delta, OUT(dk), OUT(dv), int Hq, int group, int Lq, int Lk, int diag,
-    float scale2, float scale TMA_PARAMS)
+    float scale2, float scale, int B, int section TMA_PARAMS)
 {
     __local uint4 words[(2 * TILE_BYTES(BLOCK_M) + 2 * KV_STAGE + 16 * BLOCK_N + 1024) / 16];
     __local uchar *ks = (__local uchar *)words + (1024 - nv_shared(words) % 1024) % 1024;
     __local uchar *vs = ks + TILE_BYTES(BLOCK_M), *stages = vs + TILE_BYTES(BLOCK_M);
     __local float *stats = (__local float *)(stages + 2 * KV_STAGE);
     int tid = get_local_id(0), lane = tid % 32, wm = tid / 32 * 16, g = tid / 128;
-    int Hkv = Hq / group, bg = grid_head(), b = bg / Hkv, kv = bg % Hkv;
-    int m0 = grid_block() * BLOCK_M, rows = min(BLOCK_M, Lk - m0);
+    int Hkv = Hq / group;
+    int2 hb = sectioned_block(B * Hkv, (Lk + BLOCK_M - 1) / BLOCK_M, section);
+    int bg = hb.x, b = bg / Hkv, kv = bg % Hkv;
+    int m0 = hb.y * BLOCK_M, rows = min(BLOCK_M, Lk - m0);
     int row0 = m0 + wm + lane / 4, col_lane = 2 * (lane % 4);
     int n_start = queries_start(m0, diag);
     int per_head = Lq > n_start ? (Lq - n_start + BLOCK_N - 1) / BLOCK_N : 0, steps = group * per_head;

@@ -893,18 +893,29 @@ static clkit_status tma_maps(clkit_context *ctx, const clkit_plan *pl, const pro
     return clkit_run(ctx, &a, 1, &n, &n);
 }
 
-/* Query heads whose K and V fill half the device's last-level cache, for the wgmma forward's
-   sectioned grid (cl/attention.h's sectioned_block): at least one; every head (the 2-D grids'
-   order) where the cache size is unknown, and with causal, whose heaviest blocks must come
-   first across all heads: sections there ran 2-5 % slower on an H200, where non-causal
-   L 1024 gained 3-10 % (docs/attention.md). */
-static cl_int cache_section(const clkit_context *ctx, const problem *p)
+/* The wgmma kernels' sections (cl/attention.h's sectioned_block): heads of B x `heads` whose
+   streamed rows (two tensors of `rows` rows, `share` heads reading each) fill half the
+   device's last-level cache, at least one; every head (the 2-D grids' order) where the cache
+   size is unknown, and with causal, whose heaviest blocks must come first across all heads:
+   sections there ran 2-5 % slower on an H200, where non-causal L 1024 gained 3-10 %
+   (docs/attention.md). */
+static cl_int cache_section(const clkit_context *ctx, const problem *p, int64_t heads, int64_t rows,
+                            int64_t share)
 {
-    int64_t heads = p->b * p->hq, group = p->hq / p->hkv;
-    uint64_t per_head = 2 * (uint64_t)p->lk * (uint64_t)p->d * clkit_dtype_size(p->dtype) / (uint64_t)group;
-    if (!ctx->cache_bytes || !per_head || p->causal != CLKIT_CAUSAL_NONE) return (cl_int)heads;
+    int64_t all = p->b * heads;
+    uint64_t per_head = 2 * (uint64_t)rows * (uint64_t)p->d * clkit_dtype_size(p->dtype) / (uint64_t)share;
+    if (!ctx->cache_bytes || !per_head || p->causal != CLKIT_CAUSAL_NONE) return (cl_int)all;
     int64_t n = (int64_t)(ctx->cache_bytes / 2 / per_head);
-    return (cl_int)(n < 1 ? 1 : n > heads ? heads : n);
+    return (cl_int)(n < 1 ? 1 : n > all ? all : n);
+}
+
+/* A wgmma kernel's sectioned grid: its arguments B and section, and global made one-
+   dimensional. */
+static void sectioned_grid(clkit_args *a, const problem *p, cl_int section, size_t global[2])
+{
+    cl_int b = (cl_int)p->b;
+    clkit_arg(a, 4, &b), clkit_arg(a, 4, &section);
+    global[0] *= global[1], global[1] = 1;
 }
 
 /* The forward of a validated, non-empty call (force: the tuner's tiles, else NULL). */
@@ -934,11 +945,8 @@ static clkit_status forward(clkit_context *ctx, const call *c, const tiles *forc
     /* Heads across, blocks down (cl/attention.h's grid_block); the wgmma kernel's one-dimensional
        grid in sections of heads instead. */
     size_t global[2] = {(size_t)(p.b * p.hq) * t.wg, groups_of(p.lq, t.bm)}, local[2] = {t.wg, 1};
-    if (pl.path == CLKIT_PATH_NV_WGMMA || pl.path == CLKIT_PATH_NV_TMA) {
-        cl_int b = (cl_int)p.b, section = cache_section(ctx, &p);
-        clkit_arg(&a, 4, &b), clkit_arg(&a, 4, &section);
-        global[0] *= global[1], global[1] = 1;
-    }
+    if (pl.path == CLKIT_PATH_NV_WGMMA || pl.path == CLKIT_PATH_NV_TMA)
+        sectioned_grid(&a, &p, cache_section(ctx, &p, p.hq, p.lk, p.hq / p.hkv), global);
     if (maps) clkit_arg_mem(&a, maps);
     return clkit_run(ctx, &a, 2, global, local);
 }
@@ -986,10 +994,15 @@ static clkit_status launch_grad(clkit_context *ctx, cl_kernel kern, const clkit_
     else arg_view(&a, &bv->dq);
     clkit_arg(&a, 4, &hq), clkit_arg(&a, 4, &group), clkit_arg(&a, 4, &lq), clkit_arg(&a, 4, &lk), clkit_arg(&a, 4, &diag);
     clkit_arg(&a, 4, &scale2), clkit_arg(&a, 4, &scale);
-    if (pl->path == CLKIT_PATH_NV_TMA) clkit_arg_mem(&a, bv->maps);
     size_t global[2] = {(size_t)(p->b * (dkdv ? p->hkv : p->hq)) * t->wg,
                         groups_of(dkdv ? p->lk : p->lq, t->bm)};
     size_t local[2] = {t->wg, 1};
+    /* dK/dV streams the q and dO rows of each kv head's group, dQ the K and V rows its query
+       head shares with the group. */
+    if (pl->path == CLKIT_PATH_NV_WGMMA || pl->path == CLKIT_PATH_NV_TMA)
+        sectioned_grid(&a, p, dkdv ? cache_section(ctx, p, p->hkv, p->lq * group, 1)
+                                   : cache_section(ctx, p, p->hq, p->lk, group), global);
+    if (pl->path == CLKIT_PATH_NV_TMA) clkit_arg_mem(&a, bv->maps);
     return clkit_run(ctx, &a, 2, global, local);
 }
 
