@@ -283,6 +283,9 @@ clkit_status clkit_tickets(clkit_context *ctx, size_t n, cl_mem *out);
    while a call's kernels read them. */
 #define CLKIT_TMA_MAPS 4
 clkit_status clkit_tma_maps(clkit_context *ctx, cl_mem *out);
+/* Whether the TMA can take n strides of 16-bit elements (below 2^40 bytes, as the kernels'
+   tensor maps hold them). */
+bool clkit_tma_strides(const int64_t *strides, int n);
 /* A new buffer covering exactly the bytes t's view reaches, and t re-based onto it: where a
    tuner writes candidates' results without touching the caller's output. */
 clkit_status clkit_scratch_like(clkit_context *ctx, const clkit_tensor *t, clkit_tensor *out,

@@ -332,6 +332,13 @@ clkit_status clkit_tickets(clkit_context *ctx, size_t n, cl_mem *out)
     return CLKIT_OK;
 }
 
+bool clkit_tma_strides(const int64_t *strides, int n)
+{
+    for (int i = 0; i < n; i++)
+        if ((uint64_t)strides[i] >= (1ull << 39)) return false;
+    return true;
+}
+
 clkit_status clkit_tma_maps(clkit_context *ctx, cl_mem *out)
 {
     cl_int err = CL_SUCCESS;

@@ -441,15 +441,6 @@ static int mma_view(const clkit_tensor *t)
     return 1;
 }
 
-/* Whether the TMA can read t: its strides, in bytes, below 2^40 (cl/nv/attention_mma.cl's
-   head_map takes the rest of mma_view's rules). */
-static int tma_view(const clkit_tensor *t)
-{
-    for (int i = 0; i < 3; i++)
-        if ((uint64_t)t->strides[i] >= (1ull << 39)) return 0;
-    return 1;
-}
-
 /* ---- AMD matrix cores (cl/amd/attention_matrix.cl: forward and backward, on MFMA) ---- */
 
 /* Rows held and streamed, waves of 64 (each holds 32 rows), the most held rows first: the
@@ -532,7 +523,8 @@ typedef struct pass {
     mma_tiles mt[3];
     tiles cands[24];
     int ncands, cand; /* ncands -1: not listed yet */
-    int tma_views;    /* the TMA can read every input (tma_view) */
+    int tma_views;    /* the TMA can read every input (clkit_tma_strides; the rest of the rules
+                         are mma_view's) */
     int i;            /* the kernel being planned */
     blocking chosen[3];
 } pass;
@@ -584,7 +576,7 @@ static clkit_status plan_attention(clkit_context *ctx, void *arg, size_t wg_limi
         size_t stem = strlen(name) - (delta ? 0 : 4);
         snprintf(plan->name, sizeof plan->name, "%.*s%s", (int)stem, name, delta ? "" : suffix);
         mma_options(ps->p, ps->bwd, mt, plan->options, sizeof plan->options);
-        /* The forward loads by the TMA where it may, wgmma's loads by cp.async otherwise. */
+        /* wgmma kernels load by the TMA where they may, by cp.async otherwise. */
         if (wg) {
             bool tma = ps->tma_views && clkit_path_allowed(ctx, CLKIT_PATH_NV_TMA, CLKIT_FAMILY_ATTENTION);
             strncat(plan->options, tma ? " -D WGMMA -D TMA" : " -D WGMMA",
@@ -630,7 +622,7 @@ static clkit_status choose_kernels(clkit_context *ctx, const problem *p, int bwd
     pass ps = {.p = p, .bwd = bwd, .names_mma = names_mma, .names_portable = names_portable,
                .kinds = kinds, .ncands = -1, .tma_views = 1};
     mma_choice(ctx, p, ins, nin, kinds, n, ps.mt, ps.on);
-    for (int i = 0; i < nin; i++) ps.tma_views &= tma_view(ins[i]);
+    for (int i = 0; i < nin; i++) ps.tma_views &= clkit_tma_strides(ins[i]->strides, 3);
     for (ps.i = 0; ps.i < n;) {
         clkit_plan pl;
         clkit_status s = clkit_plan_kernel(ctx, plan_attention, &ps, &pl, &ks[ps.i]);
@@ -909,10 +901,12 @@ static cl_int cache_section(const clkit_context *ctx, const problem *p, int64_t 
     return (cl_int)(n < 1 ? 1 : n > all ? all : n);
 }
 
-/* A wgmma kernel's sectioned grid: its arguments B and section, and global made one-
-   dimensional. */
-static void sectioned_grid(clkit_args *a, const problem *p, cl_int section, size_t global[2])
+/* A wgmma kernel's (plan pl's) sectioned grid: its arguments B and section, and global made
+   one-dimensional; the other kernels keep their 2-D grids. */
+static void sectioned_grid(const clkit_plan *pl, clkit_args *a, const problem *p, cl_int section,
+                           size_t global[2])
 {
+    if (pl->path != CLKIT_PATH_NV_WGMMA && pl->path != CLKIT_PATH_NV_TMA) return;
     cl_int b = (cl_int)p->b;
     clkit_arg(a, 4, &b), clkit_arg(a, 4, &section);
     global[0] *= global[1], global[1] = 1;
@@ -945,8 +939,7 @@ static clkit_status forward(clkit_context *ctx, const call *c, const tiles *forc
     /* Heads across, blocks down (cl/attention.h's grid_block); the wgmma kernel's one-dimensional
        grid in sections of heads instead. */
     size_t global[2] = {(size_t)(p.b * p.hq) * t.wg, groups_of(p.lq, t.bm)}, local[2] = {t.wg, 1};
-    if (pl.path == CLKIT_PATH_NV_WGMMA || pl.path == CLKIT_PATH_NV_TMA)
-        sectioned_grid(&a, &p, cache_section(ctx, &p, p.hq, p.lk, p.hq / p.hkv), global);
+    sectioned_grid(&pl, &a, &p, cache_section(ctx, &p, p.hq, p.lk, p.hq / p.hkv), global);
     if (maps) clkit_arg_mem(&a, maps);
     return clkit_run(ctx, &a, 2, global, local);
 }
@@ -999,8 +992,7 @@ static clkit_status launch_grad(clkit_context *ctx, cl_kernel kern, const clkit_
     size_t local[2] = {t->wg, 1};
     /* dK/dV streams the q and dO rows of each kv head's group, dQ the K and V rows its query
        head shares with the group. */
-    if (pl->path == CLKIT_PATH_NV_WGMMA || pl->path == CLKIT_PATH_NV_TMA)
-        sectioned_grid(&a, p, dkdv ? cache_section(ctx, p, p->hkv, p->lq * group, 1)
+    sectioned_grid(pl, &a, p, dkdv ? cache_section(ctx, p, p->hkv, p->lq * group, 1)
                                    : cache_section(ctx, p, p->hq, p->lk, group), global);
     if (pl->path == CLKIT_PATH_NV_TMA) clkit_arg_mem(&a, bv->maps);
     return clkit_run(ctx, &a, 2, global, local);

@@ -895,18 +895,12 @@ bool clkit_matmul_tma(const clkit_context *ctx, clkit_family fam)
     return clkit_path_allowed(ctx, CLKIT_PATH_NV_TMA, fam);
 }
 
-/* The TMA takes strides below 2^40 bytes (and the kernel builds its tensor maps from them). */
-static int tma_strides(const int64_t *s)
-{
-    return (uint64_t)s[0] < (1ull << 39) && (uint64_t)s[1] < (1ull << 39) && (uint64_t)s[2] < (1ull << 39);
-}
-
 /* Sets pr->tma where c is a wgmma tile that walks all of K (split: 0) and the TMA can read both
    operands. */
 static void tma_prepare(const clkit_context *ctx, problem *pr, const clkit_config *c, int split)
 {
-    pr->tma = cfg(c, "WGMMA") && !split && clkit_matmul_tma(ctx, pr->fam) && tma_strides(pr->as) &&
-              tma_strides(pr->bs);
+    pr->tma = cfg(c, "WGMMA") && !split && clkit_matmul_tma(ctx, pr->fam) && clkit_tma_strides(pr->as, 3) &&
+              clkit_tma_strides(pr->bs, 3);
 }
 
 /* An operand's buffer, element offset and (batch, row, column) strides. */
