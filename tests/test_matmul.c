@@ -400,6 +400,9 @@ START_TEST(wgmma)
         "KERNEL=4,WGMMA=1,BLOCK_M=64,BLOCK_N=128,BLOCK_K=64,WARPS_M=4,WARPS_N=1,STAGES=4,GROUP_M=4",
         "KERNEL=4,WGMMA=1,BLOCK_M=128,BLOCK_N=64,BLOCK_K=64,WARPS_M=8,WARPS_N=1,STAGES=4,GROUP_M=8",
         "KERNEL=4,WGMMA=1,BLOCK_M=64,BLOCK_N=64,BLOCK_K=64,WARPS_M=4,WARPS_N=1,STAGES=3,GROUP_M=2",
+        "KERNEL=4,WGMMA=1,BLOCK_M=128,BLOCK_N=64,BLOCK_K=64,WARPS_M=8,WARPS_N=1,STAGES=6,GROUP_M=8",
+        "KERNEL=4,WGMMA=1,BLOCK_M=128,BLOCK_N=64,BLOCK_K=64,WARPS_M=8,WARPS_N=1,STAGES=6,GROUP_M=8,cp_async=1",
+        "KERNEL=4,WGMMA=1,BLOCK_M=64,BLOCK_N=64,BLOCK_K=64,WARPS_M=4,WARPS_N=1,STAGES=6,GROUP_M=8",
     };
     static const int64_t wg_shapes[][3] = {{64, 64, 64}, {200, 264, 328}, {61, 45, 37}, {257, 130, 700}};
     if (!tu_fast_path(ctx, "matmul", CLKIT_FAST_PATH_NV_WGMMA)) {
@@ -424,6 +427,13 @@ START_TEST(wgmma)
         run w = basic(2100, 4200, i % 2 ? 200 : 64);
         w.in = CLKIT_F16, w.aligned = 1, w.opt.beta = 0.5f, w.opt.config = configs[i < 2 ? 0 : 7];
         check_run(ctx, &w, "wgmma: more tiles than a wave");
+    }
+    /* About one wave of 6-stage tiles on an H100 or H200 (wave_pick), K of 16 slices (loaded
+       by cp.async) and of 20 (by the TMA). */
+    for (int i = 0; i < 2; i++) {
+        run v = basic(256, 4096, i ? 1280 : 1024);
+        v.in = CLKIT_F16, v.aligned = 1, v.opt.beta = 0.5f;
+        check_run(ctx, &v, "wgmma: a wave of 6-stage tiles");
     }
     clkit_context_release(ctx);
 }
@@ -816,6 +826,7 @@ static const char *const split_wgmma[] = {
     "KERNEL=4,WGMMA=1,BLOCK_M=64,BLOCK_N=64,BLOCK_K=64,WARPS_M=4,WARPS_N=1,STAGES=3,GROUP_M=2,splits=3",
     "KERNEL=4,WGMMA=1,BLOCK_M=128,BLOCK_N=128,BLOCK_K=64,WARPS_M=8,WARPS_N=1,STAGES=4,GROUP_M=8,splits=5",
     "KERNEL=4,WGMMA=1,BLOCK_M=64,BLOCK_N=256,BLOCK_K=64,WARPS_M=4,WARPS_N=1,STAGES=4,GROUP_M=8,splits=2",
+    "KERNEL=4,WGMMA=1,BLOCK_M=64,BLOCK_N=64,BLOCK_K=64,WARPS_M=4,WARPS_N=1,STAGES=6,GROUP_M=8,splits=4",
 };
 
 static void check_split_tiles(clkit_context *ctx, const char *const *configs, size_t n)

@@ -462,8 +462,8 @@ static size_t mma_table(const problem *pr, const int (**rows)[6])
    of the first's on a full grid, measured at a size where every tile's last wave is nearly
    full (measurements: docs/nvidia-wgmma.md#measurements-behind-the-code). */
 static const int wgmma_shapes[][4] = {
-    {128, 256, 4, 100}, {256, 128, 4, 97}, {128, 128, 6, 85}, {128, 128, 4, 87},
-    {64, 256, 4, 67},   {64, 128, 4, 79},  {128, 64, 4, 72},  {64, 64, 4, 63},
+    {128, 256, 4, 100}, {256, 128, 4, 97}, {128, 128, 6, 85}, {128, 128, 4, 87}, {64, 256, 4, 67},
+    {64, 128, 4, 79},   {128, 64, 4, 72},  {64, 64, 4, 63},   {128, 64, 6, 64},  {64, 64, 6, 52},
 };
 #define NWGMMA (sizeof wgmma_shapes / sizeof *wgmma_shapes)
 
@@ -600,12 +600,41 @@ static int wgmma_pick(const struct clkit_device_props *p, const problem *pr, clk
     return best > 0;
 }
 
+/* Grids of about one wave: the 6-stage rows of wgmma_shapes, largest first (its order), the
+   first whose grid fills at least 7/8 of the compute units and all of it at once (128-row
+   tiles one work-group a unit, 64 x 64 two). With the whole grid resident, a deeper ring (more
+   slices in flight a work-group) is worth more than more work-groups a unit: on an H200 (f16,
+   same run, ms) 1024^3 0.0132 on 128 x 64 x 6 stages against 0.0148 on 64 x 64 x 4, 256 x
+   4096 x 4096 0.0289 against 0.0386, 512 x 4096 x 4096 0.0334 on 128 x 128 x 6 against 0.0423
+   (docs/nvidia-wgmma.md#one-wave-grids). A walk of WAVE_CP_SLICES slices or fewer loads by
+   cp.async (host key cp_async): the TMA's set-up in each work-group (its tensor maps built and
+   published, about a microsecond) is not repaid there (1024^3: 0.0121 against 0.0132). */
+#define WAVE_CP_SLICES 16
+static int wave_pick(const struct clkit_device_props *p, const problem *pr, clkit_config *out)
+{
+    if (!pr->wgmma) return 0;
+    for (size_t i = 0; i < NWGMMA; i++) {
+        const int *t = wgmma_shapes[i];
+        if (t[2] != 6) continue;
+        clkit_config c = wgmma(t, 8);
+        int64_t groups = ceil_div(pr->m, t[0]) * ceil_div(pr->n, t[1]) * pr->batch;
+        if (!config_legal(p, pr, &c) || groups * 8 < (int64_t)p->compute_units * 7 ||
+            (uint64_t)groups > mma_resident(p, &c, (int)clkit_dtype_size(pr->a->dtype)))
+            continue;
+        if (ceil_div(pr->k, 64) <= WAVE_CP_SLICES) clkit_config_set(&c, "cp_async", 1);
+        *out = c;
+        return 1;
+    }
+    return 0;
+}
+
 /* Grids that leave compute units idle even on the small tile: that tile with K split
-   (tile_k_chunk), where K is long enough to split. The small tile is wgmma's 64 x 64 (on an
-   H200 it led every split tile from M 16 to 64 x 4096 x 4096 and was within 2 % of the best at
-   M 128), else the 128 x 128 mma.sync tile (f32 at M 16 to 256, same run). Grids that fill
-   the device do not split: at M 256 and 512 x 4096 x 4096, 768^3 and 1024^3 every split tile
-   lost to an unsplit one. */
+   (tile_k_chunk), where K is long enough to split. The small tile is wgmma's 64 x 64 with 6
+   stages, two work-groups a compute unit (on an H200 at M 1 / 16 / 64 x 4096 x 4096, f16,
+   ms: 0.0187 / 0.0197 / 0.0239 with 4 splits, against 0.0195 / 0.0203 / 0.0269 for 4 stages
+   and 6 splits; docs/nvidia-wgmma.md#split-k), else the 128 x 128 mma.sync tile (f32 at M 16
+   to 256). Grids that fill the device do not split: at M 256 and 512 x 4096 x 4096, 768^3 and
+   1024^3 every split tile lost to an unsplit one. */
 static int split_pick(const struct clkit_device_props *p, const problem *pr, clkit_config *out)
 {
     const int (*tiles)[6];
@@ -711,7 +740,7 @@ static clkit_config heuristic_config(const struct clkit_device_props *p, const p
        and ran several times slower; measurements:
        docs/nvidia-tensor-cores.md#measurements-behind-the-code). */
     clkit_config best = {0}, filling = {0}, tc;
-    if (wgmma_pick(p, pr, &best) || split_pick(p, pr, &best)) return best;
+    if (wgmma_pick(p, pr, &best) || wave_pick(p, pr, &best) || split_pick(p, pr, &best)) return best;
     uint64_t best_groups = 0; /* 0: no legal tensor-core tile */
     for (size_t i = 0; tensor_core_config(pr, i, &tc); i++) {
         if (!config_legal(p, pr, &tc)) continue;
@@ -895,12 +924,12 @@ bool clkit_matmul_tma(const clkit_context *ctx, clkit_family fam)
     return clkit_path_allowed(ctx, CLKIT_PATH_NV_TMA, fam);
 }
 
-/* Sets pr->tma where c is a wgmma tile that walks all of K (split: 0) and the TMA can read both
-   operands. */
+/* Sets pr->tma where c is a wgmma tile that walks all of K (split: 0), not one that loads by
+   cp.async by choice (wave_pick), and the TMA can read both operands. */
 static void tma_prepare(const clkit_context *ctx, problem *pr, const clkit_config *c, int split)
 {
-    pr->tma = cfg(c, "WGMMA") && !split && clkit_matmul_tma(ctx, pr->fam) && clkit_tma_strides(pr->as, 3) &&
-              clkit_tma_strides(pr->bs, 3);
+    pr->tma = cfg(c, "WGMMA") && !split && !cfg(c, "cp_async") && clkit_matmul_tma(ctx, pr->fam) &&
+              clkit_tma_strides(pr->as, 3) && clkit_tma_strides(pr->bs, 3);
 }
 
 /* An operand's buffer, element offset and (batch, row, column) strides. */
