@@ -606,9 +606,11 @@ static int wgmma_pick(const struct clkit_device_props *p, const problem *pr, clk
    slices in flight a work-group) is worth more than more work-groups a unit: on an H200 (f16,
    same run, ms) 1024^3 0.0132 on 128 x 64 x 6 stages against 0.0148 on 64 x 64 x 4, 256 x
    4096 x 4096 0.0289 against 0.0386, 512 x 4096 x 4096 0.0334 on 128 x 128 x 6 against 0.0423
-   (docs/nvidia-wgmma.md#one-wave-grids). A walk of WAVE_CP_SLICES slices or fewer loads by
-   cp.async (host key cp_async): the TMA's set-up in each work-group (its tensor maps built and
-   published, about a microsecond) is not repaid there (1024^3: 0.0121 against 0.0132). */
+   (docs/nvidia-wgmma.md#one-wave-grids). The 64 x 64 tile, and any walk of WAVE_CP_SLICES
+   slices or fewer, loads by cp.async (host key cp_async): the TMA's set-up in each work-group
+   (its tensor maps built and published, about a microsecond) is not repaid by a short walk
+   (1024^3: 0.0121 against 0.0132), and a grid of single-warpgroup tiles ran faster without the
+   TMA at every length measured (128 x 4096 x 4096: 0.0248 against 0.0273). */
 #define WAVE_CP_SLICES 16
 static int wave_pick(const struct clkit_device_props *p, const problem *pr, clkit_config *out)
 {
@@ -621,7 +623,7 @@ static int wave_pick(const struct clkit_device_props *p, const problem *pr, clki
         if (!config_legal(p, pr, &c) || groups * 8 < (int64_t)p->compute_units * 7 ||
             (uint64_t)groups > mma_resident(p, &c, (int)clkit_dtype_size(pr->a->dtype)))
             continue;
-        if (ceil_div(pr->k, 64) <= WAVE_CP_SLICES) clkit_config_set(&c, "cp_async", 1);
+        if (t[0] == 64 || ceil_div(pr->k, 64) <= WAVE_CP_SLICES) clkit_config_set(&c, "cp_async", 1);
         *out = c;
         return 1;
     }
