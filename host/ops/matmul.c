@@ -610,7 +610,8 @@ static int wgmma_pick(const struct clkit_device_props *p, const problem *pr, clk
    slices or fewer, loads by cp.async (host key cp_async): the TMA's set-up in each work-group
    (its tensor maps built and published, about a microsecond) is not repaid by a short walk
    (1024^3: 0.0121 against 0.0132), and a grid of single-warpgroup tiles ran faster without the
-   TMA at every length measured (128 x 4096 x 4096: 0.0248 against 0.0273). */
+   TMA at every length measured (128 x 4096 x 4096: 0.0248 against 0.0273). K is not split
+   (tile_k_chunk would split the 64 x 64 grid in two there: 0.0277). */
 #define WAVE_CP_SLICES 16
 static int wave_pick(const struct clkit_device_props *p, const problem *pr, clkit_config *out)
 {
@@ -624,6 +625,7 @@ static int wave_pick(const struct clkit_device_props *p, const problem *pr, clki
             (uint64_t)groups > mma_resident(p, &c, (int)clkit_dtype_size(pr->a->dtype)))
             continue;
         if (t[0] == 64 || ceil_div(pr->k, 64) <= WAVE_CP_SLICES) clkit_config_set(&c, "cp_async", 1);
+        clkit_config_set(&c, "splits", 1);
         *out = c;
         return 1;
     }
