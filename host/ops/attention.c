@@ -912,6 +912,15 @@ static void sectioned_grid(const clkit_plan *pl, clkit_args *a, const problem *p
     global[0] *= global[1], global[1] = 1;
 }
 
+/* Whether o's rows are whole 16-byte chunks, each on a 16-byte boundary (contiguous columns,
+   offset and strides multiples of 8 elements): the wgmma forward then stores them through
+   local memory, 16 bytes a work-item (cl/nv/attention_mma.cl's store_staged). */
+static cl_int o_chunks(const kview *vo)
+{
+    cl_long lanes = vo->off | vo->st.s[0] | vo->st.s[1] | vo->st.s[2];
+    return vo->st.s[3] == 1 && lanes % 8 == 0;
+}
+
 /* The forward of a validated, non-empty call (force: the tuner's tiles, else NULL). */
 static clkit_status forward(clkit_context *ctx, const call *c, const tiles *force)
 {
@@ -940,6 +949,10 @@ static clkit_status forward(clkit_context *ctx, const call *c, const tiles *forc
        grid in sections of heads instead. */
     size_t global[2] = {(size_t)(p.b * p.hq) * t.wg, groups_of(p.lq, t.bm)}, local[2] = {t.wg, 1};
     sectioned_grid(&pl, &a, &p, cache_section(ctx, &p, p.hq, p.lk, p.hq / p.hkv), global);
+    if (pl.path == CLKIT_PATH_NV_WGMMA || pl.path == CLKIT_PATH_NV_TMA) {
+        cl_int chunks = o_chunks(&vo);
+        clkit_arg(&a, 4, &chunks);
+    }
     if (maps) clkit_arg_mem(&a, maps);
     return clkit_run(ctx, &a, 2, global, local);
 }
