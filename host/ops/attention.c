@@ -901,12 +901,18 @@ static cl_int cache_section(const clkit_context *ctx, const problem *p, int64_t 
     return (cl_int)(n < 1 ? 1 : n > all ? all : n);
 }
 
+/* Whether plan pl's kernel is a wgmma kernel (loaded by cp.async or by the TMA). */
+static bool on_wgmma(const clkit_plan *pl)
+{
+    return pl->path == CLKIT_PATH_NV_WGMMA || pl->path == CLKIT_PATH_NV_TMA;
+}
+
 /* A wgmma kernel's (plan pl's) sectioned grid: its arguments B and section, and global made
    one-dimensional; the other kernels keep their 2-D grids. */
 static void sectioned_grid(const clkit_plan *pl, clkit_args *a, const problem *p, cl_int section,
                            size_t global[2])
 {
-    if (pl->path != CLKIT_PATH_NV_WGMMA && pl->path != CLKIT_PATH_NV_TMA) return;
+    if (!on_wgmma(pl)) return;
     cl_int b = (cl_int)p->b;
     clkit_arg(a, 4, &b), clkit_arg(a, 4, &section);
     global[0] *= global[1], global[1] = 1;
@@ -949,7 +955,7 @@ static clkit_status forward(clkit_context *ctx, const call *c, const tiles *forc
        grid in sections of heads instead. */
     size_t global[2] = {(size_t)(p.b * p.hq) * t.wg, groups_of(p.lq, t.bm)}, local[2] = {t.wg, 1};
     sectioned_grid(&pl, &a, &p, cache_section(ctx, &p, p.hq, p.lk, p.hq / p.hkv), global);
-    if (pl.path == CLKIT_PATH_NV_WGMMA || pl.path == CLKIT_PATH_NV_TMA) {
+    if (on_wgmma(&pl)) {
         cl_int chunks = o_chunks(&vo);
         clkit_arg(&a, 4, &chunks);
     }
