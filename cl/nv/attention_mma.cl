@@ -622,8 +622,9 @@ INLINE void tma_start(__local uchar *qs, __local uchar *ks, __local uchar *vs, _
    a fifth of the forward at L 1024 (H200: 0.034 of 0.214 ms at D 64, 0.075 of 0.343 at D 128)
    and were not overlapped with anything. `tile`: the q tile, which every warp has finished
    reading; out's rows 16-byte aligned (the host's o_chunks). Head dims from 128 only: the
-   D 64 build with it ran 13-20 % slower at every L on an H200 (L 1024 to 16384, causal too),
-   its main loop as much as its end, where D 128 gained 22 % at L 1024 and 1 % at 16384. */
+   D 64 build with it ran 13-22 % slower at every L on an H200 (L 1024 to 16384, causal too),
+   where D 128 gained 22 % at L 1024 and 1 % at 16384: the driver's build of D 64 took 133
+   registers with it against 128 without, one work-group a compute unit instead of two. */
 #if HEAD_DIM >= 128
 #define STAGED_O 1
 INLINE void store_staged(__global elem_t *out, long rs, __local uchar *tile, const held_acc acc, int wm,
