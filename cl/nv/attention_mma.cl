@@ -917,17 +917,25 @@ INLINE void probabilities(score_acc s, score_acc dp, float scale2, const float r
                 grad_step(&s[i][j][e], &dp[i][j][e], scale2, rl[i][e / 2] + cl[j][e % 2], rd[i][e / 2] + cd[j][e % 2]);
 }
 
+/* The lane's two columns of accumulator tile j from the local statistics (copy_stats): lse as
+   lse2 into cl, delta into cd. */
+INLINE void col_pair(float cl[2], float cd[2], __local const float *stats, int col_lane, int j)
+{
+    float2 l2 = vload2(0, stats + col_lane + j * 8), d2 = vload2(0, stats + BLOCK_N + col_lane + j * 8);
+    cl[0] = lse2_of(l2.x), cl[1] = lse2_of(l2.y), cd[0] = d2.x, cd[1] = d2.y;
+}
+
 /* probabilities for the wgmma dK/dV kernel, each column's lse and delta read from their local
-   copy at stats (copy_stats) where they are used: held for the whole block beside the two
-   accumulators, s and dP (col_stats), they took 4 NF registers a lane, and with them the
-   driver's build of the D 64 kernel 177 registers (168 without; H200, 0.2-0.7 % faster, and
-   clang's D 128 build stopped spilling). */
+   copy at stats where they are used: held for the whole block beside the two accumulators, s
+   and dP (col_stats), they took 4 NF registers a lane, and with them the driver's build of the
+   D 64 kernel 177 registers (168 without; H200, 0.1-1.1 % faster, and clang's D 128 build
+   stopped spilling). */
 INLINE void probabilities_cols(score_acc s, score_acc dp, float scale2, __local const float *stats, int col_lane)
 {
     #pragma unroll
     for (int j = 0; j < NF; j++) {
-        float2 l2 = vload2(0, stats + col_lane + j * 8), d2 = vload2(0, stats + BLOCK_N + col_lane + j * 8);
-        float cl[2] = {lse2_of(l2.x), lse2_of(l2.y)}, cd[2] = {d2.x, d2.y};
+        float cl[2], cd[2];
+        col_pair(cl, cd, stats, col_lane, j);
         #pragma unroll
         for (int i = 0; i < FRAG_M; i++)
             #pragma unroll
@@ -968,10 +976,7 @@ INLINE void copy_stats(__local float *stats, __global const float *lse, __global
 INLINE void col_stats(float cl[NF][2], float cd[NF][2], __local const float *stats, int col_lane)
 {
     #pragma unroll
-    for (int j = 0; j < NF; j++) {
-        float2 l2 = vload2(0, stats + col_lane + j * 8), d2 = vload2(0, stats + BLOCK_N + col_lane + j * 8);
-        cl[j][0] = lse2_of(l2.x), cl[j][1] = lse2_of(l2.y), cd[j][0] = d2.x, cd[j][1] = d2.y;
-    }
+    for (int j = 0; j < NF; j++) col_pair(cl[j], cd[j], stats, col_lane, j);
 }
 
 #if !defined(WGMMA)
