@@ -120,6 +120,10 @@ void clkit_programs_release(clkit_context *ctx);
    the driver's binaries count it. Returns 0 when the text has no such target line or the
    buffer no room for the one byte it adds. */
 int clkit_ptx_retarget_90a(char *ptx, size_t *len, size_t cap);
+/* ptx with the directive ".maxnreg N" on each entry whose body holds a "//@maxnreg N" mark
+   (cl/nv/mma.h's NV_MAXNREG): a new NUL-terminated text (malloc), *len its size with the NUL;
+   NULL when out of memory. */
+char *clkit_ptx_register_caps(const char *ptx, size_t *len);
 /* A verdict kept in the binary cache (a known-answer test's, named by `what`): 1 passed, 0
    failed, -1 none kept. */
 int clkit_cache_verdict(clkit_context *ctx, const char *what);

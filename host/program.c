@@ -509,6 +509,30 @@ int clkit_ptx_retarget_90a(char *ptx, size_t *len, size_t cap)
     return 1;
 }
 
+static const char mark_maxnreg[] = "//@maxnreg ";
+
+char *clkit_ptx_register_caps(const char *ptx, size_t *len)
+{
+    size_t marks = 0;
+    for (const char *m = ptx; (m = strstr(m, mark_maxnreg)); m++) marks++;
+    char *out = malloc(strlen(ptx) + marks * 24 + 1), *o = out;
+    if (!out) return NULL;
+    const char *at = ptx, *entry;
+    while ((entry = strstr(at, ".entry"))) {
+        const char *body = strstr(entry, "\n{"), *next = body ? strstr(body, ".entry") : NULL;
+        if (!body) break;
+        const char *mark = strstr(body, mark_maxnreg);
+        memcpy(o, at, (size_t)(body - at));
+        o += body - at;
+        if (mark && (!next || mark < next))
+            o += sprintf(o, "\n.maxnreg %d", atoi(mark + sizeof mark_maxnreg - 1));
+        at = body;
+    }
+    strcpy(o, at);
+    *len = (size_t)(o - out) + strlen(at) + 1;
+    return out;
+}
+
 /* NVIDIA's OpenCL compiles for .target sm_90, which refuses wgmma; a program whose PTX holds
    such instructions as marked comments is rebuilt from that PTX, unmarked and retargeted to
    sm_90a, which the driver's JIT takes as a program binary. *prog is replaced on success;
@@ -531,6 +555,12 @@ static clkit_status arch_specific(clkit_context *ctx, cl_program *prog, const ch
     if (!clkit_ptx_retarget_90a(text, &n, n + 2)) {
         free(text);
         return clkit_fail(ctx, CLKIT_ERR_BUILD, "%s: no .target sm_90 line in the PTX to retarget", file);
+    }
+    if (strstr(text, mark_maxnreg)) {
+        char *capped = clkit_ptx_register_caps(text, &n);
+        free(text);
+        if (!capped) return CLKIT_ERR_OUT_OF_MEMORY;
+        text = capped;
     }
     cl_int st, err;
     const unsigned char *b = (const unsigned char *)text;

@@ -45,9 +45,17 @@ only_static_local() {
   [ "${1%a}" -ge 90 ] && [ "$errors" -gt 0 ] && [ "$errors" = "$shared" ]
 }
 
+# register_caps PTX: ".maxnreg N" on each entry whose body holds a "//@maxnreg N" mark, as the
+# host's rebuild places it (host/program.c: clkit_ptx_register_caps)
+register_caps() {
+  awk 'NR == FNR { if (/\.entry/) e++; if (match($0, /\/\/@maxnreg [0-9]+/)) cap[e] = substr($0, RSTART + 11, RLENGTH - 11); next }
+       /\.entry/ { f++ } /^\{/ && (f in cap) && !(f in done) { print ".maxnreg " cap[f]; done[f] = 1 } { print }' "$1" "$1" > "$1.capped" &&
+    mv "$1.capped" "$1"
+}
+
 # build NAME SM FILE OPTIONS...: one clang + ptxas run, each kernel's resources on success.
 # SM 90a: built for sm_90 as the driver builds it, then the PTX retargeted as the host does
-# (host/program.c: the "//@90a " marks of cl/nv/mma.h removed, .target sm_90a) and
+# (host/program.c: the "//@90a " marks of cl/nv/mma.h removed, .target sm_90a, register caps) and
 # assembled for sm_90a, where ptxas also reports wgmma it had to serialise.
 build() {
   local name=$1 sm=$2 file=$3
@@ -57,7 +65,8 @@ build() {
         -Xclang -finclude-default-header -Xclang -mlink-builtin-bitcode -Xclang "$libclc" \
         -I "$root/cl" -D CLKIT_WARP=32 -D CLKIT_NV_SM="${sm%a}" "$@" -S "$root/cl/$file" \
         -o "$tmp/k.ptx" 2>&1) &&
-     { [ "$sm" != 90a ] || sed -i -e 's#//@90a ##' -e 's/^\.target sm_90\([^0-9a-z]\|$\)/.target sm_90a\1/' "$tmp/k.ptx"; } &&
+     { [ "$sm" != 90a ] || { sed -i -e 's#//@90a ##' -e 's/^\.target sm_90\([^0-9a-z]\|$\)/.target sm_90a\1/' "$tmp/k.ptx" &&
+                               register_caps "$tmp/k.ptx"; }; } &&
      { out=$("$ptxas" -arch="sm_$sm" -v "$tmp/k.ptx" -o "$tmp/k.cubin" 2>&1) || only_static_local "$sm"; }; then
     pass=$((pass + 1))
     built="$(echo "$out" | grep -A3 "entry function '\([a-z_]*mma\|softmax_[a-z]*\|layernorm_[a-z_]*\)'" |

@@ -324,6 +324,26 @@ START_TEST(ptx_retarget)
 }
 END_TEST
 
+/* The register caps of the same rebuild: ".maxnreg N" goes between the parameters and the body
+   of each entry whose body holds the mark, never on an entry without one (the second here,
+   whose mark-free body precedes a later entry's mark), and the length counts the NUL. */
+START_TEST(ptx_register_caps)
+{
+    const char *ptx = ".target sm_90a\n.entry a(\n.param .u32 x\n)\n{\n\t//@maxnreg 128\n\tret;\n}\n"
+                      ".entry b()\n{\n\tret;\n}\n.entry c()\n{\n//@maxnreg 96\n}\n";
+    size_t len = 0;
+    char *out = clkit_ptx_register_caps(ptx, &len);
+    ck_assert_ptr_nonnull(out);
+    ck_assert_str_eq(out, ".target sm_90a\n.entry a(\n.param .u32 x\n)\n.maxnreg 128\n{\n\t//@maxnreg 128\n"
+                          "\tret;\n}\n.entry b()\n{\n\tret;\n}\n.entry c()\n.maxnreg 96\n{\n//@maxnreg 96\n}\n");
+    ck_assert_uint_eq(len, strlen(out) + 1);
+    free(out);
+    out = clkit_ptx_register_caps(".target sm_90a\n.entry b()\n{\n}\n", &len);
+    ck_assert_str_eq(out, ".target sm_90a\n.entry b()\n{\n}\n");
+    free(out);
+}
+END_TEST
+
 /* add fails to build, naming what is wrong in its sources. */
 static void expect_source_error(const char *dir, const char *message)
 {
@@ -432,6 +452,7 @@ int main(void)
     tcase_add_test(tc, concurrent_processes);
     tcase_add_test(tc, size_cap);
     tcase_add_test(tc, ptx_retarget);
+    tcase_add_test(tc, ptx_register_caps);
     tcase_add_test(tc, include_cycles_named);
     tcase_add_test(tc, include_paths_under_cl);
     tcase_add_test(tc, only_regular_files_read);

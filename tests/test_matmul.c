@@ -404,6 +404,9 @@ START_TEST(wgmma)
         "KERNEL=4,WGMMA=1,BLOCK_M=128,BLOCK_N=64,BLOCK_K=64,WARPS_M=8,WARPS_N=1,STAGES=6,GROUP_M=8,cp_async=1",
         "KERNEL=4,WGMMA=1,BLOCK_M=64,BLOCK_N=64,BLOCK_K=64,WARPS_M=4,WARPS_N=1,STAGES=6,GROUP_M=8",
         "KERNEL=4,WGMMA=1,BLOCK_M=64,BLOCK_N=64,BLOCK_K=64,WARPS_M=4,WARPS_N=1,STAGES=6,GROUP_M=8,cp_async=1",
+        "KERNEL=4,WGMMA=1,BLOCK_M=64,BLOCK_N=64,BLOCK_K=64,WARPS_M=4,WARPS_N=1,STAGES=12,GROUP_M=8,cp_async=1",
+        "KERNEL=4,WGMMA=1,BLOCK_M=128,BLOCK_N=64,BLOCK_K=64,WARPS_M=8,WARPS_N=1,STAGES=9,GROUP_M=8",
+        "KERNEL=4,WGMMA=1,BLOCK_M=128,BLOCK_N=128,BLOCK_K=64,WARPS_M=8,WARPS_N=1,STAGES=7,GROUP_M=8",
     };
     static const int64_t wg_shapes[][3] = {{64, 64, 64}, {200, 264, 328}, {61, 45, 37}, {257, 130, 700}};
     if (!tu_fast_path(ctx, "matmul", CLKIT_FAST_PATH_NV_WGMMA)) {
@@ -429,12 +432,16 @@ START_TEST(wgmma)
         w.in = CLKIT_F16, w.aligned = 1, w.opt.beta = 0.5f, w.opt.config = configs[i < 2 ? 0 : 7];
         check_run(ctx, &w, "wgmma: more tiles than a wave");
     }
-    /* About one wave of 6-stage tiles on an H100 or H200 (wave_pick): 128 x 64 with K of 16
-       slices (loaded by cp.async) and of 20 (by the TMA), 64 x 64 (cp.async). */
-    for (int i = 0; i < 3; i++) {
-        run v = basic(i < 2 ? 256 : 128, 4096, i == 1 ? 1280 : 1024);
-        v.in = CLKIT_F16, v.aligned = 1, v.opt.beta = 0.5f;
-        check_run(ctx, &v, "wgmma: a wave of 6-stage tiles");
+    /* About one wave on an H100 or H200 (wave_pick): 128 x 64 with K of 16 slices (6 stages,
+       loaded by cp.async) and of 20 (the TMA, its ring deepened to 9), 64 x 64 with K of 16
+       (6 stages) and of 32 (12), 128 x 128 with 7; half a wave of 64 x 64 on 12 stages,
+       unsplit (M 48) and split in two (M 20) (deep_split). */
+    static const int64_t waves[][3] = {{256, 4096, 1024}, {256, 4096, 1280}, {128, 4096, 1024}, {128, 4096, 2048},
+                                       {512, 4096, 1280}, {48, 4096, 2048},  {20, 4096, 4096}};
+    for (size_t i = 0; i < sizeof waves / sizeof *waves; i++) {
+        run v = basic(waves[i][0], waves[i][1], waves[i][2]);
+        v.in = i % 2 ? CLKIT_BF16 : CLKIT_F16, v.aligned = 1, v.opt.beta = 0.5f;
+        check_run(ctx, &v, "wgmma: a wave of tiles, deep rings");
     }
     clkit_context_release(ctx);
 }

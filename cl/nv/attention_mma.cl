@@ -621,12 +621,13 @@ INLINE void tma_start(__local uchar *qs, __local uchar *ks, __local uchar *vs, _
    whole rows coalesced. Element by element (store_held), the stores of a block cost as much as
    a fifth of the forward at L 1024 (H200: 0.034 of 0.214 ms at D 64, 0.075 of 0.343 at D 128)
    and were not overlapped with anything. `tile`: the q tile, which every warp has finished
-   reading; out's rows 16-byte aligned (the host's o_chunks). Head dims from 128 only: the
-   D 64 build with it ran 13-22 % slower at every L on an H200 (L 1024 to 16384, causal too),
-   where D 128 gained 22 % at L 1024 and 1 % at 16384: the driver's build of D 64 took 133
-   registers with it against 128 without, one work-group a compute unit instead of two. */
-#if HEAD_DIM >= 128
-#define STAGED_O 1
+   reading; out's rows 16-byte aligned (the host's o_chunks). At D 64 the driver's build takes
+   130 registers with it, against 128 without (two work-groups a compute unit, which its local
+   memory allows); the kernel caps itself at 128 there (attn_fwd_wgmma). */
+#define ROWS_A_PASS (MMA_WG / DCH)
+#if ROWS_A_PASS % 8 || BLOCK_M % ROWS_A_PASS
+#error "store_staged: a work-item's rows must be a multiple of 8 apart and cover BLOCK_M"
+#endif
 INLINE void store_staged(__global elem_t *out, long rs, __local uchar *tile, const held_acc acc, int wm,
                          int rows, int lane, int tid)
 {
@@ -642,15 +643,17 @@ INLINE void store_staged(__global elem_t *out, long rs, __local uchar *tile, con
                     PACK(acc[i][dj][2 * hh], acc[i][dj][2 * hh + 1]);
         }
     barrier(CLK_LOCAL_MEM_FENCE);
+    /* A work-item keeps one chunk column: its rows are MMA_WG / DCH apart, a multiple of 8,
+       so the swizzle is the same in each and both addresses only step on. */
+    int r = tid / DCH, ch = tid % DCH;
+    __local const uchar *src = tile + r * (HEAD_DIM * ESIZE) + ((ch ^ (r % 8)) * 16);
+    __global elem_t *dst = out + r * rs + ch * CHUNK;
     #pragma unroll
-    for (int c = tid; c < BLOCK_M * DCH; c += MMA_WG) {
-        int r = c / DCH, ch = c % DCH;
-        if (r < rows)
-            *(__global uint4 *)(out + r * rs + ch * CHUNK) =
-                *(__local const uint4 *)(tile + r * (HEAD_DIM * ESIZE) + ((ch ^ (r % 8)) * 16));
+    for (int i = 0; i < BLOCK_M / ROWS_A_PASS; i++, r += ROWS_A_PASS) {
+        if (r < rows) *(__global uint4 *)dst = *(__local const uint4 *)src;
+        src += ROWS_A_PASS * HEAD_DIM * ESIZE, dst += ROWS_A_PASS * rs;
     }
 }
-#endif
 
 /* Grid (B x Hq x query blocks x MMA_WG), in sectioned_block's order. Each product is waited for
    before the next: a version that overlapped the softmax with P V inside each warpgroup, as
@@ -670,6 +673,12 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_wgmma
     int bh = hb.x, b = bh / Hq, h = bh % Hq, m0 = query_block_at(hb.y, Lq, diag < Lk);
     int rows = min(BLOCK_M, Lq - m0), n_end = keys_end(m0, rows, Lk, diag);
     int row0 = m0 + wm + lane / 4, col_lane = 2 * (lane % 4);
+#if HEAD_DIM == 64
+    /* Two work-groups a compute unit: store_staged's 130 registers capped at 128 (8 bytes
+       spilled) ran 4-15 % faster than both its uncapped build and store_held's (H100, L 1024
+       to 8192, causal 9 %; docs/attention.md). */
+    NV_MAXNREG(128);
+#endif
 #if defined(TMA)
     __local ulong bars[BARS];
     if (tid == 0) tma_start(qs, ks, vs, maps, bars, m0, h, h / group, b, n_end);
@@ -725,12 +734,10 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_wgmma
         wg_rescale_product(&acc[0][0][0], o_scale[0], &s[0][0][0], vc);
     }
     finish_stats(lse, lse_off + b * lse_st.s0 + h * lse_st.s1, lse_st.s2, acc, m, l, row0, Lq, lane);
-#if defined(STAGED_O)
     if (o_chunks) {
         store_staged(o + HEAD(o, b, h) + m0 * o_st.s2, o_st.s2, qs, acc, wm, rows, lane, tid);
         return;
     }
-#endif
     store_held(o + HEAD(o, b, h), o_st.s2, o_st.s3, acc, row0, col_lane, Lq, 1.0f);
 }
 #endif

@@ -175,6 +175,14 @@ NV_INLINE int nv_swizzle(int row, int chunk, int chunks)
    tests/compile_nvptx.sh does the same offline. */
 #define NV_90A(s) "//@90a " s "\n"
 
+/* The kernel's register cap (a literal, a multiple of 8): marked "//@maxnreg N" in its body,
+   made the PTX directive ".maxnreg N" on its entry by the same rebuild (the driver's
+   -cl-nv-maxrregcount does not reach a program built from PTX). For a kernel a few registers
+   past what lets two work-groups share a compute unit, where those few cost less spilled than
+   the second work-group does. */
+#define NV_MAXNREG_(n) __asm__ volatile("//@maxnreg " #n "\n")
+#define NV_MAXNREG(n) NV_MAXNREG_(n)
+
 /* Orders the warpgroup's register writes before the wgmma that follow (PTX requires it before
    a warpgroup's first wgmma and after any other write to their accumulators). */
 NV_INLINE void nv_wgmma_fence(void) { __asm__ volatile(NV_90A("wgmma.fence.sync.aligned;") ::: "memory"); }

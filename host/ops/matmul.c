@@ -242,13 +242,14 @@ static uint64_t ring_bytes(int bm, int bn, int bk, int stages, int elem, int wgm
    a whole number of 16 x 16 fragment pairs with at most 128 f32 accumulators a lane (more
    spills), the copies spread evenly over the work-group, the STAGES-deep ring (a static
    array) within the local memory a kernel may declare. */
+#define WGMMA_MAX_STAGES 12
 static int mma_legal(const struct clkit_device_props *p, const problem *pr, const clkit_config *c)
 {
     int bm = cfg(c, "BLOCK_M"), bn = cfg(c, "BLOCK_N"), bk = cfg(c, "BLOCK_K");
     int wm = cfg(c, "WARPS_M"), wn = cfg(c, "WARPS_N"), stages = cfg(c, "STAGES");
     int elem = (int)clkit_dtype_size(pr->a->dtype), chunk = 16 / elem;
     if (!pr->mma || !pow2(bm) || !pow2(bn) || !pow2(wm) || !pow2(wn) || bk < 32 / elem ||
-        bk > 64 || !pow2(bk) || stages < 2 || stages > 6 || cfg(c, "GROUP_M") < 1)
+        bk > 64 || !pow2(bk) || stages < 2 || stages > (cfg(c, "WGMMA") ? WGMMA_MAX_STAGES : 6) || cfg(c, "GROUP_M") < 1)
         return 0;
     int warp_m = bm / wm, warp_n = bn / wn, wg = wm * wn * 32;
     uint64_t local = ring_bytes(bm, bn, bk, stages, elem, cfg(c, "WGMMA"));
@@ -613,6 +614,25 @@ static int wgmma_pick(const struct clkit_device_props *p, const problem *pr, clk
    TMA at every length measured (128 x 4096 x 4096: 0.0248 against 0.0273). K is not split
    (tile_k_chunk would split the 64 x 64 grid in two there: 0.0277). */
 #define WAVE_CP_SLICES 16
+
+/* Where each compute unit holds one work-group of wgmma tile c and its walk is long, the
+   deepest ring one work-group may declare (up to WGMMA_MAX_STAGES): a work-group alone on its
+   unit is bound by the slices it has in flight, not by the tensor cores. On an H100 (f16,
+   same run, ms; docs/nvidia-wgmma.md#deep-rings): 128 x 4096 x 4096 on 64 x 64 0.0289 with 6
+   stages, 0.0264 / 0.0257 / 0.0251 / 0.0255 with 8 / 10 / 12 / 14; 256 x 4096 x 4096 on
+   128 x 64 0.0326 with 6, 0.0301 with 9; 512 x 4096 x 4096 on 128 x 128 0.0358 with 6, 0.0349
+   with 7. A walk of WAVE_CP_SLICES or fewer keeps its ring (1024^3: 0.0121 with 6, 0.0120
+   with 8). */
+static void deepen(const struct clkit_device_props *p, const problem *pr, clkit_config *c)
+{
+    int elem = (int)clkit_dtype_size(pr->a->dtype), stages = WGMMA_MAX_STAGES;
+    if (ceil_div(pr->k, 64) <= WAVE_CP_SLICES) return;
+    while (stages > cfg(c, "STAGES") &&
+           ring_bytes(cfg(c, "BLOCK_M"), cfg(c, "BLOCK_N"), 64, stages, elem, 1) > p->local_mem_static)
+        stages--;
+    clkit_config_set(c, "STAGES", stages);
+}
+
 static int wave_pick(const struct clkit_device_props *p, const problem *pr, clkit_config *out)
 {
     if (!pr->wgmma) return 0;
@@ -625,11 +645,33 @@ static int wave_pick(const struct clkit_device_props *p, const problem *pr, clki
             (uint64_t)groups > mma_resident(p, &c, (int)clkit_dtype_size(pr->a->dtype)))
             continue;
         if (t[0] == 64 || ceil_div(pr->k, 64) <= WAVE_CP_SLICES) clkit_config_set(&c, "cp_async", 1);
+        if (groups <= (int64_t)p->compute_units) deepen(p, pr, &c);
         clkit_config_set(&c, "splits", 1);
         *out = c;
         return 1;
     }
     return 0;
+}
+
+/* split_pick's wgmma tile on the deepest ring (deepen) where its walk stays long: unsplit
+   where the grid is at least 3/8 of a wave and its rows more than half real, else split
+   (tile_k_chunk, now for one work-group a unit) where each split still walks more than
+   WAVE_CP_SLICES slices. On an H100 (f16, M x 4096 x 4096, 64 tiles, ms; 6-stage 4 splits /
+   12-stage 2 splits / 12-stage unsplit): M 1 0.0231 / 0.0228 / 0.0244, M 16 0.0238 / 0.0236 /
+   0.0244, M 32 0.0249 / 0.0239 / 0.0245, M 48 0.0271 / 0.0256 / 0.0248, M 64 0.0283 / 0.0263
+   / 0.0249 (docs/nvidia-wgmma.md#deep-rings). */
+static void deep_split(const struct clkit_device_props *p, const problem *pr, int64_t groups, clkit_config *c)
+{
+    clkit_config deep = *c;
+    deepen(p, pr, &deep);
+    if (cfg(&deep, "STAGES") == cfg(c, "STAGES")) return;
+    clkit_config_set(&deep, "cp_async", 1);
+    if (pr->m * 2 > cfg(c, "BLOCK_M") && groups * 8 >= (int64_t)p->compute_units * 3) {
+        clkit_config_set(&deep, "splits", 1);
+        *c = deep;
+        return;
+    }
+    if (ceil_div(tile_k_chunk(p, pr, &deep), 64) > WAVE_CP_SLICES) *c = deep;
 }
 
 /* Grids that leave compute units idle even on the small tile: that tile with K split
@@ -652,6 +694,7 @@ static int split_pick(const struct clkit_device_props *p, const problem *pr, clk
     int64_t groups = ceil_div(pr->m, cfg(&c, "BLOCK_M")) * ceil_div(pr->n, cfg(&c, "BLOCK_N")) * pr->batch;
     if (groups >= (int64_t)p->compute_units || !config_legal(p, pr, &c) || tile_k_chunk(p, pr, &c) >= pr->k)
         return 0;
+    if (pr->wgmma) deep_split(p, pr, groups, &c);
     *out = c;
     return 1;
 }
