@@ -434,8 +434,8 @@ START_TEST(wgmma)
     }
     /* About one wave on an H100 or H200 (wave_pick): 128 x 64 with K of 16 slices (6 stages,
        loaded by cp.async) and of 20 (the TMA, its ring deepened to 9), 64 x 64 with K of 16
-       (6 stages) and of 32 (12), 128 x 128 with 7; half a wave of 64 x 64 on 12 stages,
-       unsplit (M 48) and split in two (M 20) (deep_split). */
+       (6 stages) and of 32 (12), 128 x 128 with 7; half a wave of 64 x 64 on 12 stages split
+       in two, at M 48 and M 20 (deep_split). */
     static const int64_t waves[][3] = {{256, 4096, 1024}, {256, 4096, 1280}, {128, 4096, 1024}, {128, 4096, 2048},
                                        {512, 4096, 1280}, {48, 4096, 2048},  {20, 4096, 4096}};
     for (size_t i = 0; i < sizeof waves / sizeof *waves; i++) {

@@ -653,25 +653,22 @@ static int wave_pick(const struct clkit_device_props *p, const problem *pr, clki
     return 0;
 }
 
-/* split_pick's wgmma tile on the deepest ring (deepen) where its walk stays long: unsplit
-   where the grid is at least 3/8 of a wave and its rows more than half real, else split
-   (tile_k_chunk, now for one work-group a unit) where each split still walks more than
-   WAVE_CP_SLICES slices. On an H100 (f16, M x 4096 x 4096, 64 tiles, ms; 6-stage 4 splits /
-   12-stage 2 splits / 12-stage unsplit): M 1 0.0231 / 0.0228 / 0.0244, M 16 0.0238 / 0.0236 /
-   0.0244, M 32 0.0249 / 0.0239 / 0.0245, M 48 0.0271 / 0.0256 / 0.0248, M 64 0.0283 / 0.0263
-   / 0.0249 (docs/nvidia-wgmma.md#deep-rings). */
-static void deep_split(const struct clkit_device_props *p, const problem *pr, int64_t groups, clkit_config *c)
+/* split_pick's wgmma tile on the deepest ring (deepen) where each split still walks more than
+   WAVE_CP_SLICES slices: tile_k_chunk then splits for one work-group a compute unit (two
+   splits where the grid is half a wave). Same-run times (f16, M x 4096 x 4096, 64 tiles, ms;
+   6 stages, 4 splits / 12 stages, 2 splits / 12 stages unsplit), H100: M 1 0.0231 / 0.0228 /
+   0.0244, M 16 0.0238 / 0.0236 / 0.0244, M 32 0.0249 / 0.0239 / 0.0245, M 48 0.0271 / 0.0256
+   / 0.0248, M 64 0.0283 / 0.0263 / 0.0249; H200: M 32 0.0206 / 0.0197 / 0.0244, M 48 0.0225 /
+   0.0214 / 0.0246, M 64 0.0239 / 0.0220 / 0.0248. Unsplit won on the H100 from M 48 and lost
+   more on the H200, where it was slower than before; two splits beat the old rule on both
+   (docs/nvidia-wgmma.md#deep-rings). */
+static void deep_split(const struct clkit_device_props *p, const problem *pr, clkit_config *c)
 {
     clkit_config deep = *c;
     deepen(p, pr, &deep);
-    if (cfg(&deep, "STAGES") == cfg(c, "STAGES")) return;
     clkit_config_set(&deep, "cp_async", 1);
-    if (pr->m * 2 > cfg(c, "BLOCK_M") && groups * 8 >= (int64_t)p->compute_units * 3) {
-        clkit_config_set(&deep, "splits", 1);
+    if (cfg(&deep, "STAGES") > cfg(c, "STAGES") && ceil_div(tile_k_chunk(p, pr, &deep), 64) > WAVE_CP_SLICES)
         *c = deep;
-        return;
-    }
-    if (ceil_div(tile_k_chunk(p, pr, &deep), 64) > WAVE_CP_SLICES) *c = deep;
 }
 
 /* Grids that leave compute units idle even on the small tile: that tile with K split
@@ -694,7 +691,7 @@ static int split_pick(const struct clkit_device_props *p, const problem *pr, clk
     int64_t groups = ceil_div(pr->m, cfg(&c, "BLOCK_M")) * ceil_div(pr->n, cfg(&c, "BLOCK_N")) * pr->batch;
     if (groups >= (int64_t)p->compute_units || !config_legal(p, pr, &c) || tile_k_chunk(p, pr, &c) >= pr->k)
         return 0;
-    if (pr->wgmma) deep_split(p, pr, groups, &c);
+    if (pr->wgmma) deep_split(p, pr, &c);
     *out = c;
     return 1;
 }
