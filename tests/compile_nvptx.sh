@@ -116,9 +116,13 @@ matmul mma_shapes F16
 matmul tf32_shapes F32
 # Each wgmma tile of host/ops/matmul.c (BLOCK_M, BLOCK_N, STAGES, speed; BLOCK_K 64, a
 # warpgroup per 64 rows) in every operand layout, f16 into f32 and bf16 into bf16, loaded by
-# cp.async, by the TMA and by cp.async with K split, for sm_90a
+# cp.async, by the TMA and by cp.async with K split, for sm_90a; each 6-stage tile also on the
+# deepest ring host/ops/matmul.c's deepen gives it (up to 12 stages within 226 KiB)
 for s in $(table "$root/host/ops/matmul.c" wgmma_shapes); do
-  IFS=, read -r bm bn st _ <<<"$s"
+  IFS=, read -r bm bn st0 _ <<<"$s"
+  deep=12
+  while [ $((deep * (bm + bn) * 128 + 1024)) -gt $((226 * 1024)) ]; do deep=$((deep - 1)); done
+  for st in $st0 $([ "$st0" = 6 ] && echo $deep); do
   for layout in "1 0" "1 1" "0 0" "0 1"; do
     read -r ak bn_ <<<"$layout"
     for dt in F16 BF16; do
@@ -130,6 +134,7 @@ for s in $(table "$root/host/ops/matmul.c" wgmma_shapes); do
           -D A_KMAJOR="$ak" -D B_NMAJOR="$bn_" $([ "$dt" = BF16 ] && echo -D MMA_BF16) $tma
       done
     done
+  done
   done
 done
 # The fused GEMMs of linear + cross-entropy: each tile of host/ops/cross_entropy.c's
