@@ -618,11 +618,11 @@ static int wgmma_pick(const struct clkit_device_props *p, const problem *pr, clk
 /* Where each compute unit holds one work-group of wgmma tile c and its walk is long, the
    deepest ring one work-group may declare (up to WGMMA_MAX_STAGES): a work-group alone on its
    unit is bound by the slices it has in flight, not by the tensor cores. On an H100 (f16,
-   same run, ms; docs/nvidia-wgmma.md#deep-rings): 128 x 4096 x 4096 on 64 x 64 0.0289 with 6
-   stages, 0.0264 / 0.0257 / 0.0251 / 0.0255 with 8 / 10 / 12 / 14; 256 x 4096 x 4096 on
-   128 x 64 0.0326 with 6, 0.0301 with 9; 512 x 4096 x 4096 on 128 x 128 0.0358 with 6, 0.0349
-   with 7. A walk of WAVE_CP_SLICES or fewer keeps its ring (1024^3: 0.0121 with 6, 0.0120
-   with 8). */
+   same run, ms; docs/nvidia-wgmma.md#deep-rings): 128 x 4096 x 4096 on 64 x 64 0.0290 with 6
+   stages, 0.0265 / 0.0261 / 0.0252 / 0.0253 with 8 / 10 / 12 / 14; 256 x 4096 x 4096 on
+   128 x 64 0.0326 with 6, 0.0301 with 9; 512 x 4096 x 4096 on 128 x 128 0.0356 with 6, 0.0348
+   with 7. On an H200 the 64 x 64 tile at M 128 gained less (0.0253 with 6, 0.0250 with 12). A
+   walk of WAVE_CP_SLICES or fewer keeps its ring (1024^3: 0.0121 with 6, 0.0120 with 8). */
 static void deepen(const struct clkit_device_props *p, const problem *pr, clkit_config *c)
 {
     int elem = (int)clkit_dtype_size(pr->a->dtype), stages = WGMMA_MAX_STAGES;
