@@ -653,9 +653,9 @@ static int wave_pick(const struct clkit_device_props *p, const problem *pr, clki
     return 0;
 }
 
-/* split_pick's wgmma tile on the deepest ring (deepen) where each split still walks more than
-   WAVE_CP_SLICES slices: tile_k_chunk then splits for one work-group a compute unit (two
-   splits where the grid is half a wave). Same-run times (f16, M x 4096 x 4096, 64 tiles, ms;
+/* split_pick's wgmma tile on the deepest ring (deepen) where it still splits, now for one
+   work-group a compute unit (tile_k_chunk: two splits where the grid is half a wave), and each
+   split walks more than WAVE_CP_SLICES slices; other grids keep the 6-stage rule. Same-run times (f16, M x 4096 x 4096, 64 tiles, ms;
    6 stages, 4 splits / 12 stages, 2 splits / 12 stages unsplit), H100: M 1 0.0231 / 0.0228 /
    0.0244, M 16 0.0238 / 0.0236 / 0.0244, M 32 0.0249 / 0.0239 / 0.0245, M 48 0.0271 / 0.0256
    / 0.0248, M 64 0.0283 / 0.0263 / 0.0249; H200: M 32 0.0206 / 0.0197 / 0.0244, M 48 0.0225 /
@@ -667,7 +667,8 @@ static void deep_split(const struct clkit_device_props *p, const problem *pr, cl
     clkit_config deep = *c;
     deepen(p, pr, &deep);
     clkit_config_set(&deep, "cp_async", 1);
-    if (cfg(&deep, "STAGES") > cfg(c, "STAGES") && ceil_div(tile_k_chunk(p, pr, &deep), 64) > WAVE_CP_SLICES)
+    int chunk = tile_k_chunk(p, pr, &deep);
+    if (cfg(&deep, "STAGES") > cfg(c, "STAGES") && chunk < pr->k && ceil_div(chunk, 64) > WAVE_CP_SLICES)
         *c = deep;
 }
 
