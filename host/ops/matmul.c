@@ -837,11 +837,25 @@ static int skinny_candidates(const struct clkit_device_props *p, const problem *
     return n;
 }
 
+/* A 6-stage wgmma tile on its deep ring (deepen), unsplit, loaded as wave_pick would load it,
+   after out[0..n) unless the ring stays or out[0] is that config already. */
+static int add_deep(const struct clkit_device_props *p, const problem *pr, clkit_config c, clkit_config *out, int n)
+{
+    clkit_config deep = c;
+    deepen(p, pr, &deep);
+    if (cfg(&deep, "STAGES") == cfg(&c, "STAGES")) return n;
+    if (cfg(&deep, "BLOCK_M") == 64) clkit_config_set(&deep, "cp_async", 1);
+    clkit_config_set(&deep, "splits", 1);
+    if (!config_legal(p, pr, &deep) || memcmp(&deep, &out[0], sizeof deep) == 0) return n;
+    out[n] = deep;
+    return n + 1;
+}
+
 /* Every candidate the tuner times, the likeliest first so that a time budget cuts the long
    tail: the heuristic default, CLBlast where it applies, the skinny kernel for a few rows,
-   the tensor-core tiles where the operands allow them (each that splits K also unsplit), each
-   legal blocked shape with GROUP_M 8 (the caller refines GROUP_M of the winner), then tiled
-   and naive. */
+   the tensor-core tiles where the operands allow them (each that splits K also unsplit, each
+   6-stage wgmma tile also on its deep ring where K is long), each legal blocked shape with
+   GROUP_M 8 (the caller refines GROUP_M of the winner), then tiled and naive. */
 static int candidates(const struct clkit_device_props *p, const problem *pr, clkit_config *out, int max)
 {
     int n = 0;
@@ -860,6 +874,7 @@ static int candidates(const struct clkit_device_props *p, const problem *pr, clk
             clkit_config_set(&tc, "splits", 1);
             out[n++] = tc;
         }
+        if (n < max && cfg(&tc, "WGMMA") && cfg(&tc, "STAGES") == 6) n = add_deep(p, pr, tc, out, n);
     }
     for (size_t i = 0; i < NSHAPES && n < max; i++) {
         const int *s = block_shapes[i];
