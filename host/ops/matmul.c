@@ -622,15 +622,25 @@ static int wgmma_pick(const struct clkit_device_props *p, const problem *pr, clk
    stages, 0.0265 / 0.0261 / 0.0252 / 0.0253 with 8 / 10 / 12 / 14; 256 x 4096 x 4096 on
    128 x 64 0.0326 with 6, 0.0301 with 9; 512 x 4096 x 4096 on 128 x 128 0.0356 with 6, 0.0348
    with 7. On an H200 the 64 x 64 tile at M 128 gained less (0.0253 with 6, 0.0250 with 12). A
-   walk of WAVE_CP_SLICES or fewer keeps its ring (1024^3: 0.0121 with 6, 0.0120 with 8). */
-static void deepen(const struct clkit_device_props *p, const problem *pr, clkit_config *c)
+   walk of WAVE_CP_SLICES or fewer keeps its ring (1024^3: 0.0121 with 6, 0.0120 with 8).
+   Returns whether the ring grew. */
+static int deepen(const struct clkit_device_props *p, const problem *pr, clkit_config *c)
 {
     int elem = (int)clkit_dtype_size(pr->a->dtype), stages = WGMMA_MAX_STAGES;
-    if (ceil_div(pr->k, 64) <= WAVE_CP_SLICES) return;
+    if (ceil_div(pr->k, 64) <= WAVE_CP_SLICES) return 0;
     while (stages > cfg(c, "STAGES") &&
            ring_bytes(cfg(c, "BLOCK_M"), cfg(c, "BLOCK_N"), 64, stages, elem, 1) > p->local_mem_static)
         stages--;
+    if (stages == cfg(c, "STAGES")) return 0;
     clkit_config_set(c, "STAGES", stages);
+    return 1;
+}
+
+/* How a one-wave wgmma tile loads: the 64 x 64 tile, and any walk of WAVE_CP_SLICES slices or
+   fewer, by cp.async (host key cp_async), the others by the TMA. */
+static void wave_loads(const problem *pr, clkit_config *c)
+{
+    if (cfg(c, "BLOCK_M") == 64 || ceil_div(pr->k, 64) <= WAVE_CP_SLICES) clkit_config_set(c, "cp_async", 1);
 }
 
 static int wave_pick(const struct clkit_device_props *p, const problem *pr, clkit_config *out)
@@ -644,7 +654,7 @@ static int wave_pick(const struct clkit_device_props *p, const problem *pr, clki
         if (!config_legal(p, pr, &c) || groups * 8 < (int64_t)p->compute_units * 7 ||
             (uint64_t)groups > mma_resident(p, &c, (int)clkit_dtype_size(pr->a->dtype)))
             continue;
-        if (t[0] == 64 || ceil_div(pr->k, 64) <= WAVE_CP_SLICES) clkit_config_set(&c, "cp_async", 1);
+        wave_loads(pr, &c);
         if (groups <= (int64_t)p->compute_units) deepen(p, pr, &c);
         clkit_config_set(&c, "splits", 1);
         *out = c;
@@ -665,19 +675,17 @@ static int wave_pick(const struct clkit_device_props *p, const problem *pr, clki
 static void deep_split(const struct clkit_device_props *p, const problem *pr, clkit_config *c)
 {
     clkit_config deep = *c;
-    deepen(p, pr, &deep);
-    clkit_config_set(&deep, "cp_async", 1);
+    if (!deepen(p, pr, &deep)) return;
     int chunk = tile_k_chunk(p, pr, &deep);
-    if (cfg(&deep, "STAGES") > cfg(c, "STAGES") && chunk < pr->k && ceil_div(chunk, 64) > WAVE_CP_SLICES)
-        *c = deep;
+    if (chunk < pr->k && ceil_div(chunk, 64) > WAVE_CP_SLICES) *c = deep;
 }
 
 /* Grids that leave compute units idle even on the small tile: that tile with K split
    (tile_k_chunk), where K is long enough to split. The small tile is wgmma's 64 x 64 with 6
    stages, two work-groups a compute unit (on an H200 at M 1 / 16 / 64 x 4096 x 4096, f16,
    ms: 0.0187 / 0.0197 / 0.0239 with 4 splits, against 0.0195 / 0.0203 / 0.0269 for 4 stages
-   and 6 splits; docs/nvidia-wgmma.md#split-k), else the 128 x 128 mma.sync tile (f32 at M 16
-   to 256). Grids that fill the device do not split: at M 256 and 512 x 4096 x 4096, 768^3 and
+   and 6 splits; docs/nvidia-wgmma.md#split-k), on its deep ring where deep_split takes it,
+   else the 128 x 128 mma.sync tile (f32 at M 16 to 256). Grids that fill the device do not split: at M 256 and 512 x 4096 x 4096, 768^3 and
    1024^3 every split tile lost to an unsplit one. */
 static int split_pick(const struct clkit_device_props *p, const problem *pr, clkit_config *out)
 {
@@ -837,17 +845,15 @@ static int skinny_candidates(const struct clkit_device_props *p, const problem *
     return n;
 }
 
-/* A 6-stage wgmma tile on its deep ring (deepen), unsplit, loaded as wave_pick would load it,
-   after out[0..n) unless the ring stays or out[0] is that config already. */
+/* A 6-stage wgmma tile on its deep ring (deepen), unsplit, loaded as wave_pick loads it
+   (wave_loads), after out[0..n) unless the ring stays or out[0] is that config already. */
 static int add_deep(const struct clkit_device_props *p, const problem *pr, clkit_config c, clkit_config *out, int n)
 {
-    clkit_config deep = c;
-    deepen(p, pr, &deep);
-    if (cfg(&deep, "STAGES") == cfg(&c, "STAGES")) return n;
-    if (cfg(&deep, "BLOCK_M") == 64) clkit_config_set(&deep, "cp_async", 1);
-    clkit_config_set(&deep, "splits", 1);
-    if (!config_legal(p, pr, &deep) || memcmp(&deep, &out[0], sizeof deep) == 0) return n;
-    out[n] = deep;
+    if (!deepen(p, pr, &c)) return n;
+    wave_loads(pr, &c);
+    clkit_config_set(&c, "splits", 1);
+    if (!config_legal(p, pr, &c) || memcmp(&c, &out[0], sizeof c) == 0) return n;
+    out[n] = c;
     return n + 1;
 }
 
