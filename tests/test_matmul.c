@@ -437,7 +437,7 @@ START_TEST(wgmma)
        (6 stages) and of 32 (12), 128 x 128 with 7; half a wave of 64 x 64 on 12 stages split
        in two, at M 48 and M 20 (deep_split). */
     static const int64_t waves[][3] = {{256, 4096, 1024}, {256, 4096, 1280}, {128, 4096, 1024}, {128, 4096, 2048},
-                                       {512, 4096, 1280}, {48, 4096, 2048},  {20, 4096, 4096}};
+                                       {512, 4096, 1280}, {48, 4096, 4096},  {20, 4096, 4096}};
     for (size_t i = 0; i < sizeof waves / sizeof *waves; i++) {
         run v = basic(waves[i][0], waves[i][1], waves[i][2]);
         v.in = i % 2 ? CLKIT_BF16 : CLKIT_F16, v.aligned = 1, v.opt.beta = 0.5f;
