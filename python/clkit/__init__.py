@@ -12,11 +12,11 @@ ctypes.util.find_library("clkit"), the loader's path, then build/ of a source ch
 """
 from . import _lib
 from ._arrays import DeviceArray, clkit_dtype, from_bf16, numpy_dtype, to_bf16
-from ._lib import (AttentionOptions, CrossEntropyOptions, DeviceProps, LibraryNotFoundError,
-                   MatmulOptions, Options, Tensor, TuneOptions)
-from .context import (AttentionGrads, AttentionResult, Context, CrossEntropyResult, Device,
-                      LayerNormGrads, LayerNormResult, LinearCrossEntropyResult, TunedEntry,
-                      TuneStep)
+from ._lib import (AttentionOptions, BenchmarkOptions, CrossEntropyOptions, DeviceProps,
+                   LibraryNotFoundError, MatmulOptions, Options, Tensor, TuneOptions)
+from .context import (AttentionGrads, AttentionResult, BenchmarkResult, Context,
+                      CrossEntropyResult, Device, LayerNormGrads, LayerNormResult,
+                      LinearCrossEntropyResult, TunedEntry, TuneStep)
 from .errors import (BuildError, DtypeError, Error, FileIOError, InvalidValueError, NdimError,
                      NoDeviceError, NullArgumentError, OpenCLError, OutOfBoundsError,
                      OutOfMemoryError, OverlapError, ShapeError, SizeOverflowError, StrideError,
@@ -29,6 +29,30 @@ F32, F16, BF16, U8, I32, I64 = (_lib.CLKIT_F32, _lib.CLKIT_F16, _lib.CLKIT_BF16,
 STATUS_NAMES = _lib.STATUS_NAMES
 # clkit_attention_options.causal (CLKIT_CAUSAL_*): where the mask's diagonal sits when Lq != Lk
 CAUSAL_NONE, CAUSAL_TOP_LEFT, CAUSAL_BOTTOM_RIGHT = 0, 1, 2
+
+
+_log_callback = None  # the ctypes callback clkit holds, kept alive here
+
+
+def set_log_callback(fn):
+    """clkit_set_log_callback: the library's diagnostics go to fn(level, message) instead of
+    stderr, level one of "error", "warn", "info", "debug" (CLKIT_LOG decides which reach it,
+    default warn and above); None sends them to stderr again. Process-wide, for every
+    context and thread; fn runs on the thread that logs, and an exception in it is reported
+    as unraisable (sys.unraisablehook) rather than raised into the library."""
+    global _log_callback
+    lib = _lib.load()
+    if fn is None:
+        lib.clkit_set_log_callback(_lib.LOG_FN(), None)
+        _log_callback = None
+        return
+
+    def deliver(_user, level, message):
+        fn(_lib.LOG_LEVEL_NAMES.get(level, str(level)), (message or b"").decode(errors="replace"))
+
+    callback = _lib.LOG_FN(deliver)
+    lib.clkit_set_log_callback(callback, None)
+    _log_callback = callback
 
 
 def library():

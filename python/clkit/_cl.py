@@ -46,6 +46,10 @@ def load():
     cl.clReleaseMemObject.argtypes = [vp]
     cl.clGetMemObjectInfo.restype = i32
     cl.clGetMemObjectInfo.argtypes = [vp, ctypes.c_uint32, sz, vp, ctypes.POINTER(sz)]
+    cl.clWaitForEvents.restype = i32
+    cl.clWaitForEvents.argtypes = [ctypes.c_uint32, ctypes.POINTER(vp)]
+    cl.clReleaseEvent.restype = i32
+    cl.clReleaseEvent.argtypes = [vp]
     _cl = cl
     return cl
 
@@ -97,3 +101,36 @@ def buffer_size(mem):
     if e != CL_SUCCESS:
         raise CLError("clGetMemObjectInfo", e)
     return size.value
+
+
+class Event:
+    """A cl_event the package owns (clkit_enqueue_marker's): wait() for it, pass it to
+    Context.wait_events or to another queue's wait list as int_ptr; released with the object
+    or by release()."""
+
+    def __init__(self, handle):
+        self.int_ptr = handle
+
+    def wait(self):
+        """clWaitForEvents on this event."""
+        h = ctypes.c_void_p(self.int_ptr)
+        e = load().clWaitForEvents(1, ctypes.byref(h))
+        if e != CL_SUCCESS:
+            raise CLError("clWaitForEvents", e)
+
+    def release(self):
+        """clReleaseEvent. Idempotent."""
+        if self.int_ptr:
+            load().clReleaseEvent(self.int_ptr)
+        self.int_ptr = 0
+
+    def __del__(self):
+        try:
+            self.release()
+        except Exception:
+            pass
+
+    def __repr__(self):
+        if not self.int_ptr:
+            return "<clkit cl_event released>"
+        return "<clkit cl_event 0x%x>" % self.int_ptr

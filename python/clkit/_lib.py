@@ -43,6 +43,15 @@ CLKIT_ACT_NONE, CLKIT_ACT_RELU, CLKIT_ACT_LEAKY_RELU = range(3)
 CLKIT_PROVIDER_AUTO, CLKIT_PROVIDER_CLKIT, CLKIT_PROVIDER_CLBLAST = range(3)
 CLKIT_REDUCTION_MEAN, CLKIT_REDUCTION_SUM, CLKIT_REDUCTION_NONE = range(3)
 
+# clkit_log_level, and the names the Python callback gets
+CLKIT_LOG_ERROR, CLKIT_LOG_WARN, CLKIT_LOG_INFO, CLKIT_LOG_DEBUG = range(1, 5)
+LOG_LEVEL_NAMES = {CLKIT_LOG_ERROR: "error", CLKIT_LOG_WARN: "warn", CLKIT_LOG_INFO: "info",
+                   CLKIT_LOG_DEBUG: "debug"}
+# clkit_timing, and its names
+CLKIT_TIMING_AUTO, CLKIT_TIMING_EVENTS, CLKIT_TIMING_WALL, CLKIT_TIMING_WALL_BATCHED = range(4)
+TIMING_NAMES = ("auto", "events", "wall", "wall_batched")
+CLKIT_BENCHMARK_MAX_QUANTILES = 8
+
 FAST_PATHS = {
     "nv_shuffle": 1 << 0,
     "nv_mma": 1 << 1,
@@ -166,6 +175,49 @@ class TuneOptions(ctypes.Structure):
     ]
 
 
+LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p)
+BENCHMARK_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+
+
+class BenchmarkOptions(ctypes.Structure):
+    """clkit_benchmark_options."""
+    _fields_ = [
+        ("timing", ctypes.c_int),
+        ("warmup_ms", ctypes.c_double),
+        ("rep_ms", ctypes.c_double),
+        ("wall_limit_ms", ctypes.c_double),
+        ("min_reps", ctypes.c_int),
+        ("max_reps", ctypes.c_int),
+        ("reps", ctypes.c_int),
+        ("flush", ctypes.c_int),
+        ("flush_bytes", ctypes.c_uint64),
+        ("flush_buffer", c_cl_mem),
+        ("nquantiles", ctypes.c_int),
+        ("quantiles", ctypes.c_double * CLKIT_BENCHMARK_MAX_QUANTILES),
+        ("reserved", ctypes.c_uint64 * 8),
+    ]
+
+
+class BenchmarkResult(ctypes.Structure):
+    """clkit_benchmark_result."""
+    _fields_ = [
+        ("median_ms", ctypes.c_double),
+        ("p20_ms", ctypes.c_double),
+        ("p80_ms", ctypes.c_double),
+        ("min_ms", ctypes.c_double),
+        ("max_ms", ctypes.c_double),
+        ("mean_ms", ctypes.c_double),
+        ("quantile_ms", ctypes.c_double * CLKIT_BENCHMARK_MAX_QUANTILES),
+        ("timing", ctypes.c_int),
+        ("reps", ctypes.c_int),
+        ("warmup", ctypes.c_int),
+        ("batch", ctypes.c_int),
+        ("calls", ctypes.c_int),
+        ("flush_bytes", ctypes.c_uint64),
+        ("reserved", ctypes.c_uint64 * 8),
+    ]
+
+
 # ---- prototypes ----
 
 _ctx = ctypes.c_void_p
@@ -221,6 +273,13 @@ _PROTOTYPES = {
     "clkit_tuned_list": (_st, [_ctx, TUNED_ENTRY_FN, ctypes.c_void_p]),
     "clkit_tuned_export": (_st, [_ctx, ctypes.c_char_p]),
     "clkit_tuned_import": (_st, [_ctx, ctypes.c_char_p]),
+    "clkit_set_log_callback": (None, [LOG_FN, ctypes.c_void_p]),
+    "clkit_wait_events": (_st, [_ctx, ctypes.c_uint, ctypes.POINTER(ctypes.c_void_p)]),
+    "clkit_enqueue_marker": (_st, [_ctx, ctypes.POINTER(ctypes.c_void_p)]),
+    "clkit_benchmark_defaults": (BenchmarkOptions, []),
+    "clkit_benchmark_flush_bytes": (ctypes.c_uint64, [_ctx]),
+    "clkit_benchmark": (_st, [_ctx, BENCHMARK_FN, ctypes.c_void_p, ctypes.POINTER(BenchmarkOptions),
+                              ctypes.POINTER(BenchmarkResult)]),
 }
 
 # ---- loading ----

@@ -28,6 +28,12 @@ AttentionResult = collections.namedtuple("AttentionResult", "out lse")
 AttentionGrads = collections.namedtuple("AttentionGrads", "dq dk dv")
 TunedEntry = collections.namedtuple("TunedEntry", "op dtype layout shape config ms")
 TuneStep = collections.namedtuple("TuneStep", "done total config ms best_ms")
+BenchmarkResult = collections.namedtuple(
+    "BenchmarkResult", "median_ms p20_ms p80_ms min_ms max_ms mean_ms quantile_ms timing reps "
+    "warmup batch calls flush_bytes")
+# clkit_benchmark's options as Context.benchmark's keywords (None: the library's default)
+_BENCH_KEYS = ("warmup_ms", "rep_ms", "wall_limit_ms", "min_reps", "max_reps", "reps",
+               "flush_bytes")
 
 
 class Device(collections.namedtuple("Device", [f[0] for f in _lib.DeviceProps._fields_])):
@@ -263,6 +269,91 @@ class Context:
         """clkit_context_trim: frees pooled scratch buffers."""
         self._check_open()
         self._lib.clkit_context_trim(self._handle)
+
+    # ---- events and benchmarking (clkit.h's hooks) ----
+
+    def wait_events(self, *events):
+        """clkit_wait_events: every op enqueued after this waits for the events (pyopencl
+        Events, clkit cl_events from enqueue_marker, or cl_event handles as ints) of any queue
+        of this context's cl_context."""
+        self._check_open()
+        handles = (ctypes.c_void_p * max(len(events), 1))(
+            *[e if isinstance(e, int) else e.int_ptr for e in events])
+        self._check(self._lib.clkit_wait_events(self._handle, len(events), handles),
+                    "clkit_wait_events")
+
+    def enqueue_marker(self):
+        """clkit_enqueue_marker: an event that completes once every op enqueued so far has;
+        a pyopencl.Event where pyopencl is installed, else a clkit cl_event (wait(),
+        int_ptr, release())."""
+        self._check_open()
+        h = ctypes.c_void_p()
+        self._check(self._lib.clkit_enqueue_marker(self._handle, ctypes.byref(h)),
+                    "clkit_enqueue_marker")
+        if _arrays._pyopencl is not None:
+            return _arrays._pyopencl.Event.from_int_ptr(h.value, retain=False)
+        return _cl.Event(h.value)
+
+    def benchmark_flush_bytes(self):
+        """clkit_benchmark_flush_bytes: what benchmark writes before each timed repeat when
+        flush_bytes is left out."""
+        self._check_open()
+        return int(self._lib.clkit_benchmark_flush_bytes(self._handle))
+
+    def benchmark(self, fn, *, timing="auto", flush=True, flush_buffer=None, quantiles=(),
+                  **options):
+        """clkit_benchmark: times fn(ctx) as triton.testing.do_bench and `clkit bench` do, and
+        returns a clkit.BenchmarkResult (times in ms; timing as its name).
+
+        fn enqueues its work on this context: ops on DeviceArrays or pyopencl arrays return
+        without waiting, as in C; ops on NumPy arrays copy in and out on every call, and those
+        copies are timed too (with timing "wall"). An exception in fn ends the benchmark and
+        is raised from here. timing: "auto" (events on a profiling context, else wall),
+        "events", "wall" or "wall_batched". flush: write a buffer before each timed repeat
+        (flush_buffer: a cl_mem of this context to write, as an int or with int_ptr).
+        quantiles: up to 8 in [0, 1], reported in quantile_ms. Other keywords:
+        warmup_ms, rep_ms, wall_limit_ms, min_reps, max_reps, reps, flush_bytes."""
+        self._check_open()
+        unknown = set(options) - set(_BENCH_KEYS)
+        if unknown:
+            raise TypeError("benchmark() got unexpected keyword arguments %s" % sorted(unknown))
+        if timing not in _lib.TIMING_NAMES:
+            raise ValueError("timing %r is not one of %s" % (timing, list(_lib.TIMING_NAMES)))
+        opt = self._lib.clkit_benchmark_defaults()
+        opt.timing = _lib.TIMING_NAMES.index(timing)
+        opt.flush = 1 if flush else 0
+        if flush_buffer is not None:
+            opt.flush_buffer = (flush_buffer if isinstance(flush_buffer, int)
+                                else flush_buffer.int_ptr)
+        for key, value in options.items():
+            if value is not None:
+                setattr(opt, key, value)
+        quantiles = tuple(quantiles)
+        if len(quantiles) > _lib.CLKIT_BENCHMARK_MAX_QUANTILES:
+            raise ValueError("at most %d quantiles" % _lib.CLKIT_BENCHMARK_MAX_QUANTILES)
+        opt.nquantiles = len(quantiles)
+        for i, q in enumerate(quantiles):
+            opt.quantiles[i] = q
+        raised = []
+
+        def call(_ctx, _user):
+            try:
+                fn(self)
+                return _lib.CLKIT_OK
+            except Exception as e:  # ends the benchmark; raised again below
+                raised.append(e)
+                return getattr(e, "status", 0) or _lib.CLKIT_ERR_INVALID_VALUE
+
+        res = _lib.BenchmarkResult()
+        status = self._lib.clkit_benchmark(self._handle, _lib.BENCHMARK_FN(call), None,
+                                           ctypes.byref(opt), ctypes.byref(res))
+        if raised:
+            raise raised[0]
+        self._check(status, "clkit_benchmark")
+        return BenchmarkResult(res.median_ms, res.p20_ms, res.p80_ms, res.min_ms, res.max_ms,
+                               res.mean_ms, tuple(res.quantile_ms[:len(quantiles)]),
+                               _lib.TIMING_NAMES[res.timing], res.reps, res.warmup, res.batch,
+                               res.calls, res.flush_bytes)
 
     @property
     def cache_dir(self):

@@ -25,11 +25,16 @@ STRUCTS = {
     "clkit_cross_entropy_options": _lib.CrossEntropyOptions,
     "clkit_attention_options": _lib.AttentionOptions,
     "clkit_tune_options": _lib.TuneOptions,
+    "clkit_benchmark_options": _lib.BenchmarkOptions,
+    "clkit_benchmark_result": _lib.BenchmarkResult,
 }
 ENUMS = ["CLKIT_F32", "CLKIT_F16", "CLKIT_BF16", "CLKIT_U8", "CLKIT_I32", "CLKIT_I64",
          "CLKIT_ACT_NONE", "CLKIT_ACT_RELU", "CLKIT_ACT_LEAKY_RELU", "CLKIT_PROVIDER_AUTO",
          "CLKIT_PROVIDER_CLKIT", "CLKIT_PROVIDER_CLBLAST", "CLKIT_REDUCTION_MEAN",
-         "CLKIT_REDUCTION_SUM", "CLKIT_REDUCTION_NONE", "CLKIT_MAX_DIMS"]
+         "CLKIT_REDUCTION_SUM", "CLKIT_REDUCTION_NONE", "CLKIT_MAX_DIMS", "CLKIT_LOG_ERROR",
+         "CLKIT_LOG_WARN", "CLKIT_LOG_INFO", "CLKIT_LOG_DEBUG", "CLKIT_TIMING_AUTO",
+         "CLKIT_TIMING_EVENTS", "CLKIT_TIMING_WALL", "CLKIT_TIMING_WALL_BATCHED",
+         "CLKIT_BENCHMARK_MAX_QUANTILES"]
 
 needs_header = pytest.mark.skipif(not os.path.exists(HEADER), reason="include/clkit.h not found")
 
