@@ -340,7 +340,7 @@ class Context:
             try:
                 fn(self)
                 return _lib.CLKIT_OK
-            except Exception as e:  # ends the benchmark; raised again below
+            except BaseException as e:  # ends the benchmark (Ctrl-C too); raised again below
                 raised.append(e)
                 return getattr(e, "status", 0) or _lib.CLKIT_ERR_INVALID_VALUE
 

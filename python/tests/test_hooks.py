@@ -104,3 +104,15 @@ def test_benchmark_refuses_bad_options(ctx):
         ctx.benchmark(lambda context: None, repeats=3)
     with pytest.raises(ValueError):
         ctx.benchmark(lambda context: None, quantiles=[0.5] * 9)
+
+
+def test_benchmark_stops_on_keyboard_interrupt(ctx):
+    calls = []
+
+    def interrupted(context):
+        calls.append(1)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        ctx.benchmark(interrupted, reps=50)
+    assert len(calls) == 1
