@@ -55,6 +55,26 @@ def set_log_callback(fn):
     _log_callback = callback
 
 
+def f32_to_f16(x):
+    """clkit_f32_to_f16: the f16 bit pattern (an int) of float x, rounded to nearest even."""
+    return int(_lib.load().clkit_f32_to_f16(x))
+
+
+def f16_to_f32(h):
+    """clkit_f16_to_f32: the float an f16 bit pattern holds (exact)."""
+    return float(_lib.load().clkit_f16_to_f32(h))
+
+
+def f32_to_bf16(x):
+    """clkit_f32_to_bf16: the bf16 bit pattern (an int) of float x, rounded to nearest even."""
+    return int(_lib.load().clkit_f32_to_bf16(x))
+
+
+def bf16_to_f32(b):
+    """clkit_bf16_to_f32: the float a bf16 bit pattern holds (exact)."""
+    return float(_lib.load().clkit_bf16_to_f32(b))
+
+
 def library():
     """The loaded libclkit (ctypes.CDLL, every prototype of clkit.h set), for direct calls."""
     return _lib.load()

@@ -21,6 +21,22 @@ def test_bf16_helpers():
     assert clkit.dtype_name(np.float16) == "f16" and clkit.dtype_size("i64") == 8
 
 
+def test_scalar_conversions_match_numpy():
+    x = np.array([0.0, -0.0, 1.0, -2.5, 3.14159, 1e-3, 6e-8, 1e-6, 65504.0, 65520.0, 1e6,
+                  np.inf, -np.inf, 1.00048828125, 1.00390625, 1e-40], np.float32)
+    for v in x:
+        with np.errstate(over="ignore"):  # 65520 and 1e6 overflow to infinity, as they should
+            want = np.float16(v)
+        h = clkit.f32_to_f16(float(v))
+        assert h == int(want.view(np.uint16)), v  # numpy rounds to nearest even too
+        assert clkit.f16_to_f32(h) == float(want)
+        b = clkit.f32_to_bf16(float(v))
+        assert b == int(clkit.to_bf16(np.array([v], np.float32))[0]), v
+        assert clkit.bf16_to_f32(b) == float(clkit.from_bf16(np.array([b], np.uint16))[0])
+    assert np.isnan(clkit.f16_to_f32(clkit.f32_to_f16(float("nan"))))
+    assert np.isnan(clkit.bf16_to_f32(clkit.f32_to_bf16(float("nan"))))
+
+
 def test_numpy_overlap_shares_a_buffer(ctx, rng):
     # out and x are views of one array: clkit sees one buffer, so a partial overlap fails as
     # it does in C, and nothing is written
