@@ -665,11 +665,12 @@ static int wave_pick(const struct clkit_device_props *p, const problem *pr, clki
 
 /* split_pick's wgmma tile on the deepest ring (deepen) where it still splits, now for one
    work-group a compute unit (tile_k_chunk: two splits where the grid is half a wave), and each
-   split walks more than WAVE_CP_SLICES slices; other grids keep the 6-stage rule. Same-run times (f16, M x 4096 x 4096, 64 tiles, ms;
-   6 stages, 4 splits / 12 stages, 2 splits / 12 stages unsplit), H100: M 1 0.0231 / 0.0228 /
-   0.0244, M 16 0.0238 / 0.0236 / 0.0244, M 32 0.0249 / 0.0239 / 0.0245, M 48 0.0271 / 0.0256
-   / 0.0248, M 64 0.0283 / 0.0263 / 0.0249; H200: M 32 0.0206 / 0.0197 / 0.0244, M 48 0.0225 /
-   0.0214 / 0.0246, M 64 0.0239 / 0.0220 / 0.0248. Unsplit won on the H100 from M 48 and lost
+   split walks more than WAVE_CP_SLICES slices; other grids keep the 6-stage rule. Same-run
+   times (f16, M x 4096 x 4096, 64 tiles, ms; 6 stages, 4 splits / 12 stages, 2 splits / 12
+   stages unsplit), H100: M 1 0.0231 / 0.0228 / 0.0244, M 16 0.0238 / 0.0236 / 0.0244, M 32
+   0.0249 / 0.0239 / 0.0245, M 48 0.0271 / 0.0256 / 0.0248, M 64 0.0283 / 0.0263 / 0.0249;
+   H200: M 32 0.0206 / 0.0197 / 0.0244, M 48 0.0225 / 0.0214 / 0.0246, M 64 0.0239 / 0.0220 /
+   0.0248. Unsplit won on the H100 from M 48 and lost
    more on the H200, where it was slower than before; two splits beat the old rule on both
    (docs/nvidia-wgmma.md#deep-rings). */
 static void deep_split(const struct clkit_device_props *p, const problem *pr, clkit_config *c)
@@ -685,8 +686,9 @@ static void deep_split(const struct clkit_device_props *p, const problem *pr, cl
    stages, two work-groups a compute unit (on an H200 at M 1 / 16 / 64 x 4096 x 4096, f16,
    ms: 0.0187 / 0.0197 / 0.0239 with 4 splits, against 0.0195 / 0.0203 / 0.0269 for 4 stages
    and 6 splits; docs/nvidia-wgmma.md#split-k), on its deep ring where deep_split takes it,
-   else the 128 x 128 mma.sync tile (f32 at M 16 to 256). Grids that fill the device do not split: at M 256 and 512 x 4096 x 4096, 768^3 and
-   1024^3 every split tile lost to an unsplit one. */
+   else the 128 x 128 mma.sync tile (f32 at M 16 to 256). Grids that fill the device do not
+   split: at M 256 and 512 x 4096 x 4096, 768^3 and 1024^3 every split tile lost to an unsplit
+   one. */
 static int split_pick(const struct clkit_device_props *p, const problem *pr, clkit_config *out)
 {
     const int (*tiles)[6];
@@ -828,6 +830,15 @@ static const int skinny_nmajor_shapes[][3] = {{32, 8, 8}, {16, 16, 8}, {8, 32, 8
 static const int skinny_kmajor_shapes[][3] = {{8, 16, 8}, {8, 32, 8}, {4, 64, 8}, {8, 32, 4},
                                               {16, 16, 8}, {4, 32, 8}, {16, 8, 8}};
 
+/* Appends c after out[0..n) where it is legal here and is not out[0] (the heuristic's, which
+   the tuner times first anyway). */
+static int add_unlike_first(const struct clkit_device_props *p, const problem *pr, const clkit_config *c,
+                            clkit_config *out, int n)
+{
+    if (config_legal(p, pr, c) && memcmp(c, &out[0], sizeof *c) != 0) out[n++] = *c;
+    return n;
+}
+
 /* Appends the skinny candidates for up to 4 x SKINNY_MAX_M rows, those unlike out[0]. */
 static int skinny_candidates(const struct clkit_device_props *p, const problem *pr, clkit_config *out,
                              int n, int max)
@@ -840,7 +851,7 @@ static int skinny_candidates(const struct clkit_device_props *p, const problem *
         const int *s = shapes[i < count ? i : 0];
         clkit_config c = skinny(s[0], s[1], skinny_rows(pr->m), s[2]);
         if (i == count) clkit_config_set(&c, "splits", 1);
-        if (config_legal(p, pr, &c) && memcmp(&c, &out[0], sizeof c) != 0) out[n++] = c;
+        n = add_unlike_first(p, pr, &c, out, n);
     }
     return n;
 }
@@ -852,9 +863,7 @@ static int add_deep(const struct clkit_device_props *p, const problem *pr, clkit
     if (!deepen(p, pr, &c)) return n;
     wave_loads(pr, &c);
     clkit_config_set(&c, "splits", 1);
-    if (!config_legal(p, pr, &c) || memcmp(&c, &out[0], sizeof c) == 0) return n;
-    out[n] = c;
-    return n + 1;
+    return add_unlike_first(p, pr, &c, out, n);
 }
 
 /* Every candidate the tuner times, the likeliest first so that a time budget cuts the long
@@ -885,7 +894,7 @@ static int candidates(const struct clkit_device_props *p, const problem *pr, clk
     for (size_t i = 0; i < NSHAPES && n < max; i++) {
         const int *s = block_shapes[i];
         clkit_config c = blocked(s[0], s[1], s[2], s[3], s[4], 8);
-        if (config_legal(p, pr, &c) && memcmp(&c, &out[0], sizeof c) != 0) out[n++] = c;
+        n = add_unlike_first(p, pr, &c, out, n);
     }
     static const int simple_kernels[][2] = {{KERNEL_TILED, 16}, {KERNEL_TILED, 32}, {KERNEL_NAIVE, 16}};
     for (size_t i = 0; i < 3 && n < max; i++) {
