@@ -72,6 +72,18 @@ def numpy_dtype(dt):
     return _CLKIT_TO_NP[clkit_dtype(dt)]
 
 
+def as_held(a, held):
+    """a as the NumPy dtype `held` that a clkit dtype's array holds: floats into bf16 (uint16)
+    are rounded to bf16 bit patterns and bf16 bit patterns into floats are widened, not cast
+    as integers; everything else as NumPy casts."""
+    a = np.asarray(a)
+    if held == np.uint16 and a.dtype.kind == "f":
+        return to_bf16(a)
+    if held.kind == "f" and a.dtype == np.uint16:
+        return from_bf16(a).astype(held)
+    return np.ascontiguousarray(a, dtype=held)
+
+
 def to_bf16(a):
     """float array -> bf16 bit patterns (uint16), rounded to nearest even; NaN stays NaN."""
     f = np.ascontiguousarray(a, dtype=np.float32)
@@ -152,11 +164,11 @@ class DeviceArray:
         if a.shape != self.shape:
             raise ValueError("set: shape %s into %s" % (a.shape, self.shape))
         self.ctx._check_open()
+        a = as_held(a, self.dtype)
         if self._contiguous():
-            a = np.ascontiguousarray(a, dtype=self.dtype)
             _cl.write(self.ctx._queue, self.mem, self.offset, a.nbytes, a.ctypes.data)
         else:
-            self.ctx.copy(np.ascontiguousarray(a, dtype=self.dtype), out=self)
+            self.ctx.copy(a, out=self)
             self.ctx.finish()
 
     def transpose(self, *axes):

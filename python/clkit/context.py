@@ -16,7 +16,7 @@ import ctypes
 import numpy as np
 
 from . import _arrays, _cl, _lib
-from ._arrays import Call, DeviceArray, clkit_dtype, dtype_of, numpy_dtype, shape_of
+from ._arrays import Call, DeviceArray, as_held, clkit_dtype, dtype_of, numpy_dtype, shape_of
 from .errors import InvalidValueError, error_for
 
 LayerNormResult = collections.namedtuple("LayerNormResult", "y mean rstd")
@@ -372,8 +372,9 @@ class Context:
         return DeviceArray(self, _cl.create_buffer(self._cl_context, n), shape, dt)
 
     def to_device(self, a, dtype=None):
-        """A DeviceArray holding a copy of a NumPy array (dense, row-major)."""
-        a = np.asarray(a) if dtype is None else np.asarray(a, dtype=numpy_dtype(dtype))
+        """A DeviceArray holding a copy of a NumPy array (dense, row-major), as dtype if given:
+        float values into "bf16" are rounded to bf16 bit patterns, as clkit.to_bf16 does."""
+        a = np.asarray(a) if dtype is None else as_held(a, numpy_dtype(dtype))
         clkit_dtype(a.dtype)
         d = self.empty(a.shape, a.dtype)
         if d.size:

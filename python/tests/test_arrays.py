@@ -91,6 +91,24 @@ def test_device_array(ctx, rng):
         ctx.add(dx, dx)
 
 
+def test_floats_into_bf16_round_not_cast(ctx, rng):
+    """to_device / set with a bf16 target take float values as values (rounded to bf16 bit
+    patterns), not as integers cast to uint16; bf16 bit patterns into a float array widen."""
+    x = rng.standard_normal((3, 7)).astype(np.float32) * 100
+    want = clkit.from_bf16(clkit.to_bf16(x))
+    np.testing.assert_array_equal(clkit.from_bf16(ctx.to_device(x, "bf16").get()), want)
+    np.testing.assert_array_equal(clkit.from_bf16(ctx.to_device(x.astype(np.float64), "bf16").get()), want)
+    d = ctx.empty((3, 7), "bf16")
+    d.set(x)
+    np.testing.assert_array_equal(clkit.from_bf16(d.get()), want)
+    d.T.set(x.T.copy() * 2)  # strided view: through the copy kernel
+    np.testing.assert_array_equal(clkit.from_bf16(d.get()), clkit.from_bf16(clkit.to_bf16(x * 2)))
+    f = ctx.to_device(clkit.to_bf16(x), "f32")
+    np.testing.assert_array_equal(f.get(), want)
+    for a in (d, f):
+        a.release()
+
+
 def test_raw_tensor(ctx, rng):
     # buffers the caller owns, described by clkit.Tensor as in C
     x, xv = refs.rand(rng, (4, 8), "f32")
