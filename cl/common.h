@@ -116,20 +116,33 @@ inline long strided_offset(long i, long4 shape, long4 strides)
 
 /* Whether this work-group is the last of `splits` to hand in its part of a result (split-K's
    partial sums, flash-decoding's partial softmaxes): called by every work-item once its
-   partials are stored; the last one also puts the counter back to 0 for the next call. Each
-   work-item fences its stores before the barrier and its loads after the second, so the
-   partials of every split are visible to the one that draws the last ticket. */
+   partials are stored; the last one also puts the counter back to 0 for the next call. The
+   partials of every split must be visible to the one that draws the last ticket. On NVIDIA
+   one work-item fences, on both sides of the ticket: PTX's fences are cumulative, so a
+   fence after the barrier releases every store the barrier ordered before it, and one after
+   the ticket acquires for the loads the second barrier orders after it (CUTLASS's semaphore;
+   a fence in every work-item waited on each one's stores, about a microsecond a split-K GEMV
+   on an H200). Elsewhere each work-item fences its own stores and loads. */
+#if defined(CLKIT_NV_SM)
+#define SPLIT_FENCE_ALL()
+#define SPLIT_FENCE_ONE() DEVICE_FENCE()
+#else
+#define SPLIT_FENCE_ALL() DEVICE_FENCE()
+#define SPLIT_FENCE_ONE()
+#endif
 inline bool split_last(volatile __global uint *ticket, uint splits, __local uint *flag)
 {
-    DEVICE_FENCE();
+    SPLIT_FENCE_ALL();
     barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
     if (get_local_id(0) == 0) {
+        SPLIT_FENCE_ONE();
         uint last = atomic_inc(ticket) == splits - 1;
         if (last) atomic_xchg(ticket, 0u);
+        SPLIT_FENCE_ONE();
         *flag = last;
     }
     barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
-    DEVICE_FENCE();
+    SPLIT_FENCE_ALL();
     return *flag != 0;
 }
 

@@ -69,7 +69,7 @@ build() {
                                register_caps "$tmp/k.ptx"; }; } &&
      { out=$("$ptxas" -arch="sm_$sm" -v "$tmp/k.ptx" -o "$tmp/k.cubin" 2>&1) || only_static_local "$sm"; }; then
     pass=$((pass + 1))
-    built="$(echo "$out" | grep -A3 "entry function '\([a-z_]*mma\|softmax_[a-z]*\|layernorm_[a-z_]*\)'" |
+    built="$(echo "$out" | grep -A3 "entry function '\(matmul_skinny\|[a-z_]*mma\|softmax_[a-z]*\|layernorm_[a-z_]*\)'" |
       grep -o "function '[a-z_]*'\|[0-9]* bytes spill stores\|Used [0-9]* registers\|wgmma[a-z._]* instructions are serialized" |
       sed "s/function '\(.*\)'/\1:/" | paste -sd ' ')"
     echo "sm_$sm $name: $built"
@@ -141,6 +141,20 @@ done
 # fused_tiles and its token_tiles (each tile once) with each CE epilogue (x k-contiguous times W^T, k-contiguous), f16 and bf16,
 # plain and with bias and soft-capping, the statistics epilogue also storing the logits (token
 # chunks); wgmma tiles for sm_90a only, loaded by cp.async and by the TMA
+# The skinny kernel (portable, with NVIDIA's streaming loads of B): both ways of reading B,
+# each operand dtype, 1 and 16 rows, the vector loads and the element-wise ones.
+for sm in 80 90; do
+  for dt in F32 F16 BF16; do
+    for shape in "32 8 1 0" "8 16 16 1"; do
+      read -r cols lanes rows kmajor <<<"$shape"
+      for vec in 2 0; do
+        build "skinny ${cols}x${lanes} m$rows $dt SK_KMAJOR=$kmajor VEC_B=$vec" "$sm" matmul.cl -D KERNEL=3 \
+          -D SK_COLS="$cols" -D SK_K="$lanes" -D SK_M="$rows" -D SK_LOADS=8 -D A_DTYPE="$dt" -D B_DTYPE="$dt" \
+          -D C_DTYPE="$dt" -D SK_KMAJOR="$kmajor" -D VEC_B="$vec" -D A_UNIT="$vec"
+      done
+    done
+  done
+done
 for epi in EPI_CE_STATS EPI_CE_GRAD "EPI_CE_STATS -D CE_STORE"; do
   for s in $({ table "$root/host/ops/cross_entropy.c" fused_tiles; table "$root/host/ops/cross_entropy.c" token_tiles; } | sort -u); do
     IFS=, read -r bm bn bk wm wn st wg <<<"$s"
