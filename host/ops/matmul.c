@@ -769,11 +769,11 @@ static clkit_config skinny_default(const problem *pr)
    split over the device (split_pick) streams B faster at every M: on an H200 (f16,
    N = K = 4096, same run, ms) 0.0193 against the skinny kernel's best 0.0288 at M 1 (cuBLAS
    0.0185), 0.0196 against 0.0282 along K, 0.0195 against 0.0342 at M 4; with its loads
-   grouped (cl/matmul.cl's SK_GROUPED) the skinny kernel still lost (0.0189 against 0.0204
-   at M 1, 0.019 against 0.027 at M 2 and 4; bench/results/2026-11-28-twentyfourth-gemv.md). Without wgmma, up
-   to 4 rows along N and 1 along K, as measured before the split tiles (H200: skinny 0.030 /
-   0.031 / 0.036 / 0.073 at M 1 / 2 / 4 / 8, the unsplit tile 0.037-0.039; along K 0.030
-   against 0.043). */
+   grouped (cl/matmul.cl's SK_GROUPED) it still lost (0.0189 against 0.0204 at M 1, 0.019
+   against 0.027 at M 2 and 4; bench/results/2026-11-28-twentyfourth-gemv.md). Without
+   wgmma, up to 4 rows along N and 1 along K, as measured before the split tiles (H200:
+   skinny 0.030 / 0.031 / 0.036 / 0.073 at M 1 / 2 / 4 / 8, the unsplit tile 0.037-0.039;
+   along K 0.030 against 0.043). */
 static int skinny_suits(const problem *pr)
 {
     if (pr->b->dtype == CLKIT_F32) return pr->m <= SKINNY_MAX_M;
