@@ -137,10 +137,6 @@ for s in $(table "$root/host/ops/matmul.c" wgmma_shapes); do
   done
   done
 done
-# The fused GEMMs of linear + cross-entropy: each tile of host/ops/cross_entropy.c's
-# fused_tiles and its token_tiles (each tile once) with each CE epilogue (x k-contiguous times W^T, k-contiguous), f16 and bf16,
-# plain and with bias and soft-capping, the statistics epilogue also storing the logits (token
-# chunks); wgmma tiles for sm_90a only, loaded by cp.async and by the TMA
 # The skinny kernel (portable, with NVIDIA's streaming loads of B): both ways of reading B,
 # each operand dtype, 1 and 16 rows, the vector loads and the element-wise ones.
 for sm in 80 90; do
@@ -155,6 +151,10 @@ for sm in 80 90; do
     done
   done
 done
+# The fused GEMMs of linear + cross-entropy: each tile of host/ops/cross_entropy.c's
+# fused_tiles and its token_tiles (each tile once) with each CE epilogue (x k-contiguous times W^T, k-contiguous), f16 and bf16,
+# plain and with bias and soft-capping, the statistics epilogue also storing the logits (token
+# chunks); wgmma tiles for sm_90a only, loaded by cp.async and by the TMA
 for epi in EPI_CE_STATS EPI_CE_GRAD "EPI_CE_STATS -D CE_STORE"; do
   for s in $({ table "$root/host/ops/cross_entropy.c" fused_tiles; table "$root/host/ops/cross_entropy.c" token_tiles; } | sort -u); do
     IFS=, read -r bm bn bk wm wn st wg <<<"$s"
