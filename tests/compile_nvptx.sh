@@ -138,10 +138,11 @@ for s in $(table "$root/host/ops/matmul.c" wgmma_shapes); do
   done
 done
 # The skinny kernel (portable, with NVIDIA's streaming loads of B): both ways of reading B,
-# each operand dtype, 1 and 16 rows, the vector loads and the element-wise ones.
+# each operand dtype, 1, 8 and 16 rows, the wide shapes and the narrow one (4 x 128 lanes), the
+# vector loads and the element-wise ones.
 for sm in 80 90; do
   for dt in F32 F16 BF16; do
-    for shape in "32 8 1 0" "8 16 16 1"; do
+    for shape in "32 8 1 0" "8 16 16 1" "4 128 8 0" "4 128 1 1"; do
       read -r cols lanes rows kmajor <<<"$shape"
       for vec in 2 0; do
         build "skinny ${cols}x${lanes} m$rows $dt SK_KMAJOR=$kmajor VEC_B=$vec" "$sm" matmul.cl -D KERNEL=3 \

@@ -718,6 +718,8 @@ static const char *const skinny_configs[] = {
     "KERNEL=3,SK_COLS=4,SK_K=64,SK_M=2,SK_LOADS=8,splits=4",
     "KERNEL=3,SK_COLS=16,SK_K=8,SK_M=8,SK_LOADS=2",
     "KERNEL=3,SK_COLS=8,SK_K=16,SK_M=4,SK_LOADS=8,splits=1",
+    "KERNEL=3,SK_COLS=4,SK_K=128,SK_M=1,SK_LOADS=8,splits=1",
+    "KERNEL=3,SK_COLS=4,SK_K=64,SK_M=16,SK_LOADS=8,splits=2",
 };
 #define NSKINNY (sizeof skinny_configs / sizeof *skinny_configs)
 

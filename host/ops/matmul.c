@@ -713,14 +713,18 @@ static int split_pick(const struct clkit_device_props *p, const problem *pr, clk
      flops a B element, far below any GPU's flops per byte), which the skinny kernel does once
      at full width; the tensor cores' 64 x 64 tiles re-read nothing either but waste 48 of 64
      rows at M = 16 and more below, and still beat it on 16-bit B on an H200 (skinny_suits).
-   - SKINNY_GROUPS_PER_CU: K is split until the grid holds this many work-groups a compute unit
-     (a CPU: one a core), enough loads in flight to cover DRAM latency on every unit.
+   - SKINNY_GROUPS_PER_CU: the wide shapes split K until the grid holds this many work-groups
+     a compute unit (a CPU: one a core), enough loads in flight to cover DRAM latency on every
+     unit; the narrow shape's 256-512 lanes a work-group have as many in flight at one a unit,
+     and a second split costs it more than it brings (skinny_default).
+   - SKINNY_NARROW_WAVES: the narrow shape serves grids of up to this many waves (skinny_default).
    - SKINNY_MIN_SPLIT_K: ... but no split walks fewer k rows: each split writes M x N f32
      partials that the reduction reads back, 8 M N bytes against the split's 2 x 256 N bytes
      of 16-bit B, at most M / 64 more traffic. */
 #define SKINNY_MAX_M 16
 #define SKINNY_GROUPS_PER_CU 4
 #define SKINNY_MIN_SPLIT_K 256
+#define SKINNY_NARROW_WAVES 3
 
 /* Rows a skinny work-group keeps: M rounded up to a power of two, at most 16. */
 static int skinny_rows(int64_t m)
@@ -747,15 +751,16 @@ static int skinny_k_chunk(const struct clkit_device_props *p, const problem *pr,
     return k_chunk(pr, c, groups >= want ? 1 : ceil_div(want, groups), SKINNY_MIN_SPLIT_K, 64);
 }
 
-/* The skinny config for these operands, SK_LOADS 8. B along N: 32 column groups of 8
-   columns (a 512-byte row segment of 16-bit B per k row), 8 lanes on K; fewer column groups
-   for narrow N, their lanes moved onto K. B along K: 8 column groups of 16 lanes. On an H200
-   (f16, N = K = 4096, L2-warm tuner times) these led their candidates: M 1 0.0145 ms (16 x 16
-   lanes 0.0181, 64 x 64 x 64 tensor-core tile 0.0221), M 16 0.088 ms (16 x 16 lanes with 2
-   loads 0.105), K-major M 1 0.0144 ms (8 x 32 lanes 0.0208). 16 rows with 8 loads spill in
-   sm_90's ptxas (clang-19), yet ran twice as fast as with 2 loads (f16 0.106 against 0.215
-   ms, f32 6.25 against 2.22 TFLOP/s at 16 x 4096 x 4096). */
-static clkit_config skinny_default(const problem *pr)
+/* The skinny config that long read the weight best, SK_LOADS 8, split SKINNY_GROUPS_PER_CU
+   times over the device. B along N: 32 column groups of 8 columns (a 512-byte row segment of
+   16-bit B per k row), 8 lanes on K; fewer column groups for narrow N, their lanes moved onto
+   K. B along K: 8 column groups of 16 lanes. On an H200 (f16, N = K = 4096, L2-warm tuner
+   times) these led their candidates: M 1 0.0145 ms (16 x 16 lanes 0.0181, 64 x 64 x 64
+   tensor-core tile 0.0221), M 16 0.088 ms (16 x 16 lanes with 2 loads 0.105), K-major M 1
+   0.0144 ms (8 x 32 lanes 0.0208). 16 rows with 8 loads spill in sm_90's ptxas (clang-19), yet
+   ran twice as fast as with 2 loads (f16 0.106 against 0.215 ms, f32 6.25 against 2.22
+   TFLOP/s at 16 x 4096 x 4096). */
+static clkit_config skinny_wide(const problem *pr)
 {
     int rows = skinny_rows(pr->m);
     if (skinny_kmajor(pr)) return skinny(8, 16, rows, 8);
@@ -764,20 +769,55 @@ static clkit_config skinny_default(const problem *pr)
     return skinny(cols, 256 / cols, rows, 8);
 }
 
+/* The narrow skinny shape: 4 column groups (32 columns of B a work-group) of `lanes` lanes on
+   K, split only as far as one wave of work-groups holds (explicit "splits"), each split at
+   least SKINNY_MIN_SPLIT_K rows. */
+static clkit_config skinny_narrow(const struct clkit_device_props *p, const problem *pr, int lanes)
+{
+    clkit_config c = skinny(4, lanes, skinny_rows(pr->m), 8);
+    int64_t k = pr->k > 0 ? pr->k : 1, fit = (int64_t)p->compute_units / skinny_groups(pr, &c);
+    int64_t most = ceil_div(k, SKINNY_MIN_SPLIT_K);
+    clkit_config_set(&c, "splits", (int)(fit < 1 ? 1 : fit < most ? fit : most));
+    return c;
+}
+
+/* The skinny config for these operands on a GPU: the narrow shape (skinny_narrow) where its
+   grid is at most SKINNY_NARROW_WAVES waves, at one row of A for B along K, else the wide one.
+   128 lanes on K where a split has at least 4 of their steps (4096 rows) and 8 rows or fewer
+   (16 rows of sums on 512 lanes spill), else 64. H200, same runs, cuBLAS in the same process
+   (ms, 32-column work-groups against the wide shape): f32 B along N, K 4096, N 4096, M 1 / 2 /
+   4 / 8 0.0233 / 0.0245 / 0.0295 / 0.0448 against 0.0287 / 0.0300 / 0.0342 / 0.0607 (cuBLAS
+   0.0231 / 0.0754 / 0.0760 / 0.0474), M 16 (64 lanes) 0.0430 against 0.0614; f16 M 1 0.0162
+   (cuBLAS 0.0188); N 1024 (4 splits, 64 lanes) 0.0132 against 0.0150; K 11008 0.0519 against
+   0.0636; N 11008 (344 work-groups) 0.0560 against 0.0583; yet M 2 x N 14336 (448) 0.0780
+   against 0.0715. B along K, M 1: f32 0.0244 against 0.0270, f16 0.0164; at M 4 the wide shape
+   led (f32 0.0340 against 0.0373). bench/results/2026-11-28-twentyfifth-skinny.md. */
+static clkit_config skinny_default(const struct clkit_device_props *p, const problem *pr)
+{
+    clkit_config c = skinny_narrow(p, pr, 128);
+    int64_t k = pr->k > 0 ? pr->k : 1;
+    if (skinny_groups(pr, &c) > SKINNY_NARROW_WAVES * (int64_t)p->compute_units || (skinny_kmajor(pr) && pr->m > 1))
+        return skinny_wide(pr);
+    if (cfg(&c, "SK_M") > 8 || ceil_div(k, cfg(&c, "splits")) < 4096) c = skinny_narrow(p, pr, 64);
+    return c;
+}
+
 /* Whether the GPU heuristic streams B through the skinny kernel: up to SKINNY_MAX_M rows for
-   f32 B; 16-bit B only while the tensor cores' tiles are slower. wgmma's 64 x 64 tile with K
-   split over the device (split_pick) streams B faster at every M: on an H200 (f16,
-   N = K = 4096, same run, ms) 0.0193 against the skinny kernel's best 0.0288 at M 1 (cuBLAS
-   0.0185), 0.0196 against 0.0282 along K, 0.0195 against 0.0342 at M 4; with its loads
-   grouped (cl/matmul.cl's SK_GROUPED) it still lost (0.0189 against 0.0204 at M 1, 0.019
-   against 0.027 at M 2 and 4; bench/results/2026-11-28-twentyfourth-gemv.md). Without
-   wgmma, up to 4 rows along N and 1 along K, as measured before the split tiles (H200:
-   skinny 0.030 / 0.031 / 0.036 / 0.073 at M 1 / 2 / 4 / 8, the unsplit tile 0.037-0.039;
-   along K 0.030 against 0.043). */
-static int skinny_suits(const problem *pr)
+   f32 B; 16-bit B only where the tensor cores' tiles are slower. wgmma's 64 x 64 tile with K
+   split over the device (split_pick) streamed B faster than the wide shape at every M (H200,
+   f16, N = K = 4096, ms: 0.0189 against 0.0204 at M 1, 0.019 against 0.027 at M 2 and 4;
+   bench/results/2026-11-28-twentyfourth-gemv.md), and slower than the narrow one at M 1 and 2
+   while its grid is one wave: 0.0190 against 0.0162 / 0.0179 (M 4: 0.0191 against 0.0233),
+   0.0189 against 0.0164 along K at M 1, N 1024 0.0124 against 0.0118; N 14336 (3.4 waves)
+   0.0405 against 0.0425. Without wgmma, up to 4 rows along N and 1 along K, as measured before
+   the split tiles (H200: wide skinny 0.030 / 0.031 / 0.036 / 0.073 at M 1 / 2 / 4 / 8, the
+   unsplit tile 0.037-0.039; along K 0.030 against 0.043). */
+static int skinny_suits(const struct clkit_device_props *p, const problem *pr)
 {
     if (pr->b->dtype == CLKIT_F32) return pr->m <= SKINNY_MAX_M;
-    return !pr->wgmma && pr->m <= (skinny_kmajor(pr) ? 1 : 4);
+    if (!pr->wgmma) return pr->m <= (skinny_kmajor(pr) ? 1 : 4);
+    clkit_config c = skinny(4, 128, skinny_rows(pr->m), 8);
+    return pr->m <= (skinny_kmajor(pr) ? 1 : 2) && skinny_groups(pr, &c) <= (int64_t)p->compute_units;
 }
 
 /* Heuristic default from device properties: the largest legal tile that still gives every
@@ -786,8 +826,8 @@ static int skinny_suits(const problem *pr)
 static clkit_config heuristic_config(const struct clkit_device_props *p, const problem *pr)
 {
     uint64_t want = p->is_gpu ? p->compute_units : p->compute_units * 4;
-    if (p->is_gpu && skinny_suits(pr)) {
-        clkit_config c = skinny_default(pr);
+    if (p->is_gpu && skinny_suits(p, pr)) {
+        clkit_config c = skinny_default(p, pr);
         if (config_legal(p, pr, &c)) return c;
     }
     /* The first tile (the table is ordered by speed) that fills the device and wastes at
@@ -824,9 +864,9 @@ static clkit_config heuristic_config(const struct clkit_device_props *p, const p
     return found ? best : simple(KERNEL_TILED, 8);
 }
 
-/* The skinny shapes the tuner tries, (SK_COLS, SK_K, SK_LOADS) for each way of reading B,
-   128 or 256 lanes; K splits follow skinny_k_chunk's rule, and the first
-   shape runs once more unsplit. */
+/* The wide skinny shapes the tuner tries, (SK_COLS, SK_K, SK_LOADS) for each way of reading
+   B, 128 or 256 lanes, after the narrow shape with 128 and 64 lanes (skinny_narrow); the wide
+   shapes' K splits follow skinny_k_chunk's rule, and the first runs once more unsplit. */
 static const int skinny_nmajor_shapes[][3] = {{32, 8, 8}, {16, 16, 8}, {8, 32, 8}, {16, 16, 4},
                                               {32, 8, 4},  {16, 8, 8}, {32, 4, 8}, {16, 16, 2}};
 static const int skinny_kmajor_shapes[][3] = {{8, 16, 8}, {8, 32, 8}, {4, 64, 8}, {8, 32, 4},
@@ -849,6 +889,10 @@ static int skinny_candidates(const struct clkit_device_props *p, const problem *
     const int (*shapes)[3] = km ? skinny_kmajor_shapes : skinny_nmajor_shapes;
     size_t count = km ? sizeof skinny_kmajor_shapes / sizeof *skinny_kmajor_shapes
                       : sizeof skinny_nmajor_shapes / sizeof *skinny_nmajor_shapes;
+    for (int lanes = 128; lanes >= 64 && n < max && pr->m <= 4 * SKINNY_MAX_M; lanes /= 2) {
+        clkit_config c = skinny_narrow(p, pr, lanes);
+        n = add_unlike_first(p, pr, &c, out, n);
+    }
     for (size_t i = 0; i <= count && n < max && pr->m <= 4 * SKINNY_MAX_M; i++) {
         const int *s = shapes[i < count ? i : 0];
         clkit_config c = skinny(s[0], s[1], skinny_rows(pr->m), s[2]);
