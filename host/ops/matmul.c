@@ -798,8 +798,9 @@ static clkit_config skinny_default(const struct clkit_device_props *p, const pro
     int64_t k = pr->k > 0 ? pr->k : 1;
     if (skinny_groups(pr, &c) > SKINNY_NARROW_WAVES * (int64_t)p->compute_units || (skinny_kmajor(pr) && pr->m > 1))
         return skinny_wide(pr);
-    if (cfg(&c, "SK_M") > 8 || ceil_div(k, cfg(&c, "splits")) < 4096) c = skinny_narrow(p, pr, 64);
-    return c;
+    if (cfg(&c, "SK_M") > 8 || ceil_div(k, cfg(&c, "splits")) < 4096 || !config_legal(p, pr, &c))
+        c = skinny_narrow(p, pr, 64);
+    return config_legal(p, pr, &c) ? c : skinny_wide(pr); /* work-groups capped below 256 lanes */
 }
 
 /* Whether the GPU heuristic streams B through the skinny kernel: up to SKINNY_MAX_M rows for
