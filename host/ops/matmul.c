@@ -686,18 +686,27 @@ static void deep_split(const struct clkit_device_props *p, const problem *pr, cl
    stages, two work-groups a compute unit (on an H200 at M 1 / 16 / 64 x 4096 x 4096, f16,
    ms: 0.0187 / 0.0197 / 0.0239 with 4 splits, against 0.0195 / 0.0203 / 0.0269 for 4 stages
    and 6 splits; docs/nvidia-wgmma.md#split-k), on its deep ring where deep_split takes it,
-   else the 128 x 128 mma.sync tile (f32 at M 16 to 256). Grids that fill the device do not
-   split: at M 256 and 512 x 4096 x 4096, 768^3 and 1024^3 every split tile lost to an unsplit
-   one. */
+   else the 128 x 128 mma.sync tile (f32 at M 17 to 256). For f32 up to 64 rows the 64 x 64 x 32
+   tile, which leaves no half of its rows empty, where it still splits: H200, 3xTF32, ms, M x N
+   x K, against 128 x 128: 64 x 4096 x 4096 0.0676 (2 splits) / 0.0858 (4), 17 x 4096 x 4096
+   0.0621 / 0.0789, 64 x 1024 x 4096 0.0276 / 0.0401, 64 x 4096 x 1024 0.0259 / 0.0337; where it
+   would not split, 64 x 8192 x 8192: 0.369 unsplit / 0.292 with 2 splits. Grids that fill the
+   device do not split: at M 256 and 512 x 4096 x 4096, 768^3 and 1024^3 every split tile lost
+   to an unsplit one. */
 static int split_pick(const struct clkit_device_props *p, const problem *pr, clkit_config *out)
 {
     const int (*tiles)[6];
-    size_t n = mma_table(pr, &tiles), i = 0;
+    size_t n = mma_table(pr, &tiles), i = 0, j = 0;
     clkit_config c = wgmma(wgmma_shapes[NWGMMA - 1], 8);
     if (!pr->wgmma) {
         while (i < n && !(tiles[i][0] == 128 && tiles[i][1] == 128)) i++;
         if (i == n) return 0;
         c = mma(tiles[i], 8);
+        while (j < n && !(tiles[j][0] == 64 && tiles[j][1] == 64 && tiles[j][2] == 32)) j++;
+        clkit_config small = mma(tiles[j < n ? j : i], 8);
+        if (j < n && pr->a->dtype == CLKIT_F32 && pr->m <= 64 && config_legal(p, pr, &small) &&
+            tile_k_chunk(p, pr, &small) < pr->k)
+            c = small;
     }
     int64_t groups = ceil_div(pr->m, cfg(&c, "BLOCK_M")) * ceil_div(pr->n, cfg(&c, "BLOCK_N")) * pr->batch;
     if (groups >= (int64_t)p->compute_units || !config_legal(p, pr, &c) || tile_k_chunk(p, pr, &c) >= pr->k)
