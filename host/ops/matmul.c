@@ -703,10 +703,10 @@ static int split_pick(const struct clkit_device_props *p, const problem *pr, clk
         if (i == n) return 0;
         c = mma(tiles[i], 8);
         while (j < n && !(tiles[j][0] == 64 && tiles[j][1] == 64 && tiles[j][2] == 32)) j++;
-        clkit_config small = mma(tiles[j < n ? j : i], 8);
-        if (j < n && pr->a->dtype == CLKIT_F32 && pr->m <= 64 && config_legal(p, pr, &small) &&
-            tile_k_chunk(p, pr, &small) < pr->k)
-            c = small;
+        if (j < n && pr->a->dtype == CLKIT_F32 && pr->m <= 64) {
+            clkit_config small = mma(tiles[j], 8);
+            if (config_legal(p, pr, &small) && tile_k_chunk(p, pr, &small) < pr->k) c = small;
+        }
     }
     int64_t groups = ceil_div(pr->m, cfg(&c, "BLOCK_M")) * ceil_div(pr->n, cfg(&c, "BLOCK_N")) * pr->batch;
     if (groups >= (int64_t)p->compute_units || !config_legal(p, pr, &c) || tile_k_chunk(p, pr, &c) >= pr->k)
@@ -784,8 +784,8 @@ static clkit_config skinny_wide(const problem *pr)
 static clkit_config skinny_narrow(const struct clkit_device_props *p, const problem *pr, int lanes)
 {
     clkit_config c = skinny(4, lanes, skinny_rows(pr->m), 8);
-    int64_t k = pr->k > 0 ? pr->k : 1, fit = (int64_t)p->compute_units / skinny_groups(pr, &c);
-    int64_t most = ceil_div(k, SKINNY_MIN_SPLIT_K);
+    int64_t k = pr->k > 0 ? pr->k : 1, groups = skinny_groups(pr, &c);
+    int64_t fit = (int64_t)p->compute_units / (groups > 0 ? groups : 1), most = ceil_div(k, SKINNY_MIN_SPLIT_K);
     clkit_config_set(&c, "splits", (int)(fit < 1 ? 1 : fit < most ? fit : most));
     return c;
 }
