@@ -681,6 +681,14 @@ static void deep_split(const struct clkit_device_props *p, const problem *pr, cl
     if (chunk < pr->k && ceil_div(chunk, 64) > WAVE_CP_SLICES) *c = deep;
 }
 
+/* The first of tiles[0..n) that is bm x bn (and BLOCK_K bk, unless bk is 0); n if none. */
+static size_t find_tile(const int (*tiles)[6], size_t n, int bm, int bn, int bk)
+{
+    size_t i = 0;
+    while (i < n && !(tiles[i][0] == bm && tiles[i][1] == bn && (!bk || tiles[i][2] == bk))) i++;
+    return i;
+}
+
 /* Grids that leave compute units idle even on the small tile: that tile with K split
    (tile_k_chunk), where K is long enough to split. The small tile is wgmma's 64 x 64 with 6
    stages, two work-groups a compute unit (on an H200 at M 1 / 16 / 64 x 4096 x 4096, f16,
@@ -696,13 +704,12 @@ static void deep_split(const struct clkit_device_props *p, const problem *pr, cl
 static int split_pick(const struct clkit_device_props *p, const problem *pr, clkit_config *out)
 {
     const int (*tiles)[6];
-    size_t n = mma_table(pr, &tiles), i = 0, j = 0;
+    size_t n = mma_table(pr, &tiles);
     clkit_config c = wgmma(wgmma_shapes[NWGMMA - 1], 8);
     if (!pr->wgmma) {
-        while (i < n && !(tiles[i][0] == 128 && tiles[i][1] == 128)) i++;
+        size_t i = find_tile(tiles, n, 128, 128, 0), j = find_tile(tiles, n, 64, 64, 32);
         if (i == n) return 0;
         c = mma(tiles[i], 8);
-        while (j < n && !(tiles[j][0] == 64 && tiles[j][1] == 64 && tiles[j][2] == 32)) j++;
         if (j < n && pr->a->dtype == CLKIT_F32 && pr->m <= 64) {
             clkit_config small = mma(tiles[j], 8);
             if (config_legal(p, pr, &small) && tile_k_chunk(p, pr, &small) < pr->k) c = small;
@@ -826,7 +833,7 @@ static int skinny_suits(const struct clkit_device_props *p, const problem *pr)
 {
     if (pr->b->dtype == CLKIT_F32) return pr->m <= SKINNY_MAX_M;
     if (!pr->wgmma) return pr->m <= (skinny_kmajor(pr) ? 1 : 4);
-    clkit_config c = skinny(4, 128, skinny_rows(pr->m), 8);
+    clkit_config c = skinny_narrow(p, pr, 128);
     return pr->m <= (skinny_kmajor(pr) ? 1 : 2) && skinny_groups(pr, &c) <= (int64_t)p->compute_units;
 }
 
