@@ -407,6 +407,54 @@ INLINE void wg_rescale_product(float *acc, const float alpha[2], const float *p,
     wg_product(acc, p, vs);
 }
 
+/* Held rows' accumulators times mul (rows of them valid) out to `out` (row stride rs) by way
+   of local memory, in two steps around a barrier: stage_held puts each lane's element pairs
+   into rows of 16-byte chunks swizzled by row (chunk c of row r at c ^ (r % 8): the eight
+   rows of a warp's store hit distinct banks), store_rows then moves 16 bytes a work-item,
+   whole rows coalesced. Element by element (store_held), the forward's o stores cost as much
+   as a fifth of it at L 1024 (H200: 0.034 of 0.214 ms at D 64, 0.075 of 0.343 at D 128) and
+   were not overlapped with anything. `tile`: TILE_BYTES(BLOCK_M) no warp reads any more;
+   out's rows 16-byte aligned (the host's chunked_rows). */
+#define ROWS_A_PASS (MMA_WG / DCH)
+#if ROWS_A_PASS % 8 || BLOCK_M % ROWS_A_PASS
+#error "store_rows: a work-item's rows must be a multiple of 8 apart and cover BLOCK_M"
+#endif
+INLINE void stage_held(__local uchar *tile, const held_acc acc, float mul, int wm, int lane)
+{
+    #pragma unroll
+    for (int i = 0; i < FRAG_M; i++)
+        #pragma unroll
+        for (int hh = 0; hh < 2; hh++) {
+            int r = wm + lane / 4 + i * 16 + hh * 8;
+            #pragma unroll
+            for (int dj = 0; dj < DF; dj++)
+                *(__local uint *)(tile + r * (HEAD_DIM * ESIZE) + ((dj ^ (r % 8)) * 16) + (lane % 4) * 4) =
+                    PACK(mul * acc[i][dj][2 * hh], mul * acc[i][dj][2 * hh + 1]);
+        }
+}
+
+/* Every warp is done with the held tiles, and no copy still lands in them (a walk of no blocks
+   leaves the tiles' own cp.async in flight): their local memory may stage results. */
+INLINE void held_tiles_free(void)
+{
+    NV_CP_ASYNC_WAIT(0);
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+
+INLINE void store_rows(__global elem_t *out, long rs, __local const uchar *tile, int rows, int tid)
+{
+    /* A work-item keeps one chunk column: its rows are MMA_WG / DCH apart, a multiple of 8,
+       so the swizzle is the same in each and both addresses only step on. */
+    int r = tid / DCH, ch = tid % DCH;
+    __local const uchar *src = tile + r * (HEAD_DIM * ESIZE) + ((ch ^ (r % 8)) * 16);
+    __global elem_t *dst = out + r * rs + ch * CHUNK;
+    #pragma unroll
+    for (int i = 0; i < BLOCK_M / ROWS_A_PASS; i++, r += ROWS_A_PASS) {
+        if (r < rows) *(__global uint4 *)dst = *(__local const uint4 *)src;
+        src += ROWS_A_PASS * HEAD_DIM * ESIZE, dst += ROWS_A_PASS * rs;
+    }
+}
+
 #if defined(TMA)
 /* ---- Loads by the TMA (-D TMA) ----
 
@@ -615,46 +663,6 @@ INLINE void tma_start(__local uchar *qs, __local uchar *ks, __local uchar *vs, _
 }
 #endif
 
-/* The block's o rows (rows of them valid, at out, row stride rs) by way of local memory: each
-   lane's element pairs into rows of 16-byte chunks swizzled by row (chunk c of row r at c ^
-   (r % 8): the eight rows of a warp's store hit distinct banks), then 16 bytes a work-item,
-   whole rows coalesced. Element by element (store_held), the stores of a block cost as much as
-   a fifth of the forward at L 1024 (H200: 0.034 of 0.214 ms at D 64, 0.075 of 0.343 at D 128)
-   and were not overlapped with anything. `tile`: the q tile, which every warp has finished
-   reading; out's rows 16-byte aligned (the host's o_chunks). At D 64 the driver's build takes
-   130 registers with it, against 128 without (two work-groups a compute unit, which its local
-   memory allows); the kernel caps itself at 128 there (attn_fwd_wgmma). */
-#define ROWS_A_PASS (MMA_WG / DCH)
-#if ROWS_A_PASS % 8 || BLOCK_M % ROWS_A_PASS
-#error "store_staged: a work-item's rows must be a multiple of 8 apart and cover BLOCK_M"
-#endif
-INLINE void store_staged(__global elem_t *out, long rs, __local uchar *tile, const held_acc acc, int wm,
-                         int rows, int lane, int tid)
-{
-    barrier(CLK_LOCAL_MEM_FENCE);
-    #pragma unroll
-    for (int i = 0; i < FRAG_M; i++)
-        #pragma unroll
-        for (int hh = 0; hh < 2; hh++) {
-            int r = wm + lane / 4 + i * 16 + hh * 8;
-            #pragma unroll
-            for (int dj = 0; dj < DF; dj++)
-                *(__local uint *)(tile + r * (HEAD_DIM * ESIZE) + ((dj ^ (r % 8)) * 16) + (lane % 4) * 4) =
-                    PACK(acc[i][dj][2 * hh], acc[i][dj][2 * hh + 1]);
-        }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    /* A work-item keeps one chunk column: its rows are MMA_WG / DCH apart, a multiple of 8,
-       so the swizzle is the same in each and both addresses only step on. */
-    int r = tid / DCH, ch = tid % DCH;
-    __local const uchar *src = tile + r * (HEAD_DIM * ESIZE) + ((ch ^ (r % 8)) * 16);
-    __global elem_t *dst = out + r * rs + ch * CHUNK;
-    #pragma unroll
-    for (int i = 0; i < BLOCK_M / ROWS_A_PASS; i++, r += ROWS_A_PASS) {
-        if (r < rows) *(__global uint4 *)dst = *(__local const uint4 *)src;
-        src += ROWS_A_PASS * HEAD_DIM * ESIZE, dst += ROWS_A_PASS * rs;
-    }
-}
-
 /* Grid (B x Hq x query blocks x MMA_WG), in sectioned_block's order. Each product is waited for
    before the next: a version that overlapped the softmax with P V inside each warpgroup, as
    FlashAttention-3 does (the scores of block j + 1 issued before P_j V_j, P double-buffered),
@@ -674,8 +682,8 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_wgmma
     int rows = min(BLOCK_M, Lq - m0), n_end = keys_end(m0, rows, Lk, diag);
     int row0 = m0 + wm + lane / 4, col_lane = 2 * (lane % 4);
 #if HEAD_DIM == 64
-    /* Two work-groups a compute unit: store_staged's 130 registers capped at 128 (8 bytes
-       spilled) ran 4-15 % faster than both its uncapped build and store_held's (H100, L 1024
+    /* Two work-groups a compute unit: the staged stores' 130 registers capped at 128 (8 bytes
+       spilled) ran 4-15 % faster than both their uncapped build and store_held's (H100, L 1024
        to 8192, causal 9 %; docs/attention.md). */
     NV_MAXNREG(128);
 #endif
@@ -735,7 +743,13 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_wgmma
     }
     finish_stats(lse, lse_off + b * lse_st.s0 + h * lse_st.s1, lse_st.s2, acc, m, l, row0, Lq, lane);
     if (o_chunks) {
-        store_staged(o + HEAD(o, b, h) + m0 * o_st.s2, o_st.s2, qs, acc, wm, rows, lane, tid);
+        /* At D 64 the driver's build takes 130 registers with the staged stores, against 128
+           without (two work-groups a compute unit, which its local memory allows); the kernel
+           caps itself at 128 there (above). */
+        held_tiles_free();
+        stage_held(qs, acc, 1.0f, wm, lane);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        store_rows(o + HEAD(o, b, h) + m0 * o_st.s2, o_st.s2, qs, rows, tid);
         return;
     }
     store_held(o + HEAD(o, b, h), o_st.s2, o_st.s3, acc, row0, col_lane, Lq, 1.0f);
@@ -1154,7 +1168,7 @@ INLINE void wg_score_pair(score_acc s, score_acc dp, __local const uchar *a, __l
 __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dq_wgmma(
     IN(q), IN(k), IN(v), IN(dout), __global const float *lse, long lse_off, long4 lse_st,
     __global const float *delta, OUT(dq), int Hq, int group, int Lq, int Lk, int diag,
-    float scale2, float scale, int B, int section TMA_PARAMS)
+    float scale2, float scale, int B, int section, int dq_chunks TMA_PARAMS)
 {
     __local uint4 words[(2 * TILE_BYTES(BLOCK_M) + 2 * DQ_STAGE + 1024) / 16];
     __local uchar *qs = (__local uchar *)words + (1024 - nv_shared(words) % 1024) % 1024;
@@ -1222,6 +1236,13 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dq_wg
         probabilities(s, dp, scale2, rl, rd, cz, cz);
         wg_product(&acc[0][0][0], &dp[0][0][0], ks);
     }
+    if (dq_chunks) {
+        held_tiles_free();
+        stage_held(qs, acc, scale, wm, lane);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        store_rows(dq + HEAD(dq, b, h) + m0 * dq_st.s2, dq_st.s2, qs, rows, tid);
+        return;
+    }
     store_held(dq + HEAD(dq, b, h), dq_st.s2, dq_st.s3, acc, row0, col_lane, Lq, scale);
 }
 
@@ -1239,7 +1260,7 @@ INLINE int2 dkdv_step(int t, int kv, int group, int n_start, int per_head)
 __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dkdv_wgmma(
     IN(q), IN(k), IN(v), IN(dout), __global const float *lse, long lse_off, long4 lse_st,
     __global const float *delta, OUT(dk), OUT(dv), int Hq, int group, int Lq, int Lk, int diag,
-    float scale2, float scale, int B, int section TMA_PARAMS)
+    float scale2, float scale, int B, int section, int dkdv_chunks TMA_PARAMS)
 {
     __local uint4 words[(2 * TILE_BYTES(BLOCK_M) + 2 * KV_STAGE + 16 * BLOCK_N + 1024) / 16];
     __local uchar *ks = (__local uchar *)words + (1024 - nv_shared(words) % 1024) % 1024;
@@ -1333,6 +1354,15 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dkdv_
         wg_pin(&dk_acc[0][0][0], HEAD_DIM / 2);
         wg_pin_frags(pa);
         wg_pin_frags(da);
+    }
+    if (dkdv_chunks) {
+        held_tiles_free();
+        stage_held(vs, dv_acc, 1.0f, wm, lane);
+        stage_held(ks, dk_acc, scale, wm, lane);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        store_rows(dv + HEAD(dv, b, kv) + m0 * dv_st.s2, dv_st.s2, vs, rows, tid);
+        store_rows(dk + HEAD(dk, b, kv) + m0 * dk_st.s2, dk_st.s2, ks, rows, tid);
+        return;
     }
     store_held(dv + HEAD(dv, b, kv), dv_st.s2, dv_st.s3, dv_acc, row0, col_lane, Lk, 1.0f);
     store_held(dk + HEAD(dk, b, kv), dk_st.s2, dk_st.s3, dk_acc, row0, col_lane, Lk, scale);

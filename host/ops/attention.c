@@ -918,10 +918,10 @@ static void sectioned_grid(const clkit_plan *pl, clkit_args *a, const problem *p
     global[0] *= global[1], global[1] = 1;
 }
 
-/* Whether o's rows are whole 16-byte chunks, each on a 16-byte boundary (contiguous columns,
-   offset and strides multiples of 8 elements): the wgmma forward then stores them through
-   local memory, 16 bytes a work-item (cl/nv/attention_mma.cl's store_staged). */
-static cl_int o_chunks(const kview *vo)
+/* Whether an output's rows are whole 16-byte chunks, each on a 16-byte boundary (contiguous
+   columns, offset and strides multiples of 8 elements): the wgmma kernels then store them
+   through local memory, 16 bytes a work-item (cl/nv/attention_mma.cl's store_rows). */
+static cl_int chunked_rows(const kview *vo)
 {
     cl_long lanes = vo->off | vo->st.s[0] | vo->st.s[1] | vo->st.s[2];
     return vo->st.s[3] == 1 && lanes % 8 == 0;
@@ -956,7 +956,7 @@ static clkit_status forward(clkit_context *ctx, const call *c, const tiles *forc
     size_t global[2] = {(size_t)(p.b * p.hq) * t.wg, groups_of(p.lq, t.bm)}, local[2] = {t.wg, 1};
     sectioned_grid(&pl, &a, &p, cache_section(ctx, &p, p.hq, p.lk, p.hq / p.hkv), global);
     if (on_wgmma(&pl)) {
-        cl_int chunks = o_chunks(&vo);
+        cl_int chunks = chunked_rows(&vo);
         clkit_arg(&a, 4, &chunks);
     }
     if (maps) clkit_arg_mem(&a, maps);
@@ -1013,6 +1013,10 @@ static clkit_status launch_grad(clkit_context *ctx, cl_kernel kern, const clkit_
        head shares with the group. */
     sectioned_grid(pl, &a, p, dkdv ? cache_section(ctx, p, p->hkv, p->lq * group, 1)
                                    : cache_section(ctx, p, p->hq, p->lk, group), global);
+    if (on_wgmma(pl)) {
+        cl_int chunks = dkdv ? chunked_rows(&bv->dk) && chunked_rows(&bv->dv) : chunked_rows(&bv->dq);
+        clkit_arg(&a, 4, &chunks);
+    }
     if (pl->path == CLKIT_PATH_NV_TMA) clkit_arg_mem(&a, bv->maps);
     return clkit_run(ctx, &a, 2, global, local);
 }
