@@ -384,6 +384,26 @@ START_TEST(tensor_core_shapes)
 }
 END_TEST
 
+/* Head dim 256 in f16 and bf16 (on Hopper the wgmma backward splits the outputs' columns over
+   two work-groups, each recomputing the scores): causal and not, Lq != Lk with bottom-right
+   alignment, grouped queries, outputs aligned (staged through local memory there) and
+   padded. */
+START_TEST(wide_heads)
+{
+    clkit_context *ctx = tu_ctx();
+    static const clkit_dtype dts[] = {CLKIT_F16, CLKIT_BF16};
+    for (size_t i = 0; i < 2; i++) {
+        acase c = basic(dts[i], 256, 130, 130, 1);
+        c.hq = 4, c.hkv = 1;
+        check_case(ctx, &c);
+        c = basic(dts[i], 256, 70, 200, i ? CLKIT_CAUSAL_BOTTOM_RIGHT : 0);
+        c.out = 'p';
+        check_case(ctx, &c);
+    }
+    clkit_context_release(ctx);
+}
+END_TEST
+
 /* The lines of the kernel builds logged through CLKIT_BUILD_LOG at path, NUL-terminated. */
 static char *build_lines(const char *path)
 {
@@ -877,6 +897,7 @@ int main(void)
     tcase_add_test(tc, grouped_query);
     tcase_add_test(tc, dtypes);
     tcase_add_test(tc, tensor_core_shapes);
+    tcase_add_test(tc, wide_heads);
     tcase_add_test(tc, layouts);
     tcase_add_test(tc, options);
     tcase_add_test(tc, bottom_right);

@@ -48,7 +48,15 @@ typedef ushort raw_t;
 #define CHUNK (16 / ESIZE)        /* elements a 16-byte chunk; an mma step covers two */
 #define DCH (HEAD_DIM / CHUNK)    /* 16-byte chunks of a row */
 #define DK (HEAD_DIM / KSTEP)     /* mma steps over the head dimension */
-#define DF (HEAD_DIM / 8)         /* accumulator tiles across the head dimension */
+/* The wgmma backward at head dims above 128 splits its outputs' columns over two
+   work-groups (grid dimension 1), each recomputing the scores over the whole head dimension:
+   dK and dV over all 256 would take 256 registers a lane. */
+#if defined(ATTN_BWD) && defined(WGMMA) && HEAD_DIM > 128
+#define OUT_DIM 128
+#else
+#define OUT_DIM HEAD_DIM
+#endif
+#define DF (OUT_DIM / 8)          /* accumulator tiles across the output's columns */
 #define NF (BLOCK_N / 8)          /* accumulator tiles across the streamed rows */
 #define TILE_BYTES(rows) ((rows) * HEAD_DIM * ESIZE)
 #if defined(DTYPE_F32)
@@ -383,7 +391,7 @@ INLINE void wg_product_issue(float *acc, uint *a, const float *p, __local const 
     #pragma unroll
     for (int kk = 0; kk < BLOCK_N / 16; kk++) {
         ulong db = nv_wgmma_desc(vs + kk * 16 * 128, PANEL_BYTES(BLOCK_N), 1024);
-        CLKIT_CAT(NV_WGMMA_RS_, HEAD_DIM)(acc, WG_TYPE, "1", (a + 4 * kk), db);
+        CLKIT_CAT(NV_WGMMA_RS_, OUT_DIM)(acc, WG_TYPE, "1", (a + 4 * kk), db);
     }
     nv_wgmma_commit();
 }
@@ -394,7 +402,7 @@ INLINE void wg_product(float *acc, const float *p, __local const uchar *vs)
     uint a[BLOCK_N / 4];
     wg_product_issue(acc, a, p, vs);
     NV_WGMMA_WAIT(0);
-    wg_pin(acc, HEAD_DIM / 2);
+    wg_pin(acc, OUT_DIM / 2);
     wg_pin_frags(a);
 }
 
@@ -415,7 +423,7 @@ INLINE void wg_rescale_product(float *acc, const float alpha[2], const float *p,
    as a fifth of it at L 1024 (H200: 0.034 of 0.214 ms at D 64, 0.075 of 0.343 at D 128) and
    were not overlapped with anything. `tile`: TILE_BYTES(BLOCK_M) no warp reads any more;
    out's rows 16-byte aligned (the host's chunked_rows). */
-#define ROWS_A_PASS (MMA_WG / DCH)
+#define ROWS_A_PASS (MMA_WG / (OUT_DIM / CHUNK))
 #if ROWS_A_PASS % 8 || BLOCK_M % ROWS_A_PASS
 #error "store_rows: a work-item's rows must be a multiple of 8 apart and cover BLOCK_M"
 #endif
@@ -428,7 +436,7 @@ INLINE void stage_held(__local uchar *tile, const held_acc acc, float mul, int w
             int r = wm + lane / 4 + i * 16 + hh * 8;
             #pragma unroll
             for (int dj = 0; dj < DF; dj++)
-                *(__local uint *)(tile + r * (HEAD_DIM * ESIZE) + ((dj ^ (r % 8)) * 16) + (lane % 4) * 4) =
+                *(__local uint *)(tile + r * (OUT_DIM * ESIZE) + ((dj ^ (r % 8)) * 16) + (lane % 4) * 4) =
                     PACK(mul * acc[i][dj][2 * hh], mul * acc[i][dj][2 * hh + 1]);
         }
 }
@@ -443,15 +451,15 @@ INLINE void held_tiles_free(void)
 
 INLINE void store_rows(__global elem_t *out, long rs, __local const uchar *tile, int rows, int tid)
 {
-    /* A work-item keeps one chunk column: its rows are MMA_WG / DCH apart, a multiple of 8,
+    /* A work-item keeps one chunk column: its rows are ROWS_A_PASS apart, a multiple of 8,
        so the swizzle is the same in each and both addresses only step on. */
-    int r = tid / DCH, ch = tid % DCH;
-    __local const uchar *src = tile + r * (HEAD_DIM * ESIZE) + ((ch ^ (r % 8)) * 16);
+    int r = tid / (OUT_DIM / CHUNK), ch = tid % (OUT_DIM / CHUNK);
+    __local const uchar *src = tile + r * (OUT_DIM * ESIZE) + ((ch ^ (r % 8)) * 16);
     __global elem_t *dst = out + r * rs + ch * CHUNK;
     #pragma unroll
     for (int i = 0; i < BLOCK_M / ROWS_A_PASS; i++, r += ROWS_A_PASS) {
         if (r < rows) *(__global uint4 *)dst = *(__local const uint4 *)src;
-        src += ROWS_A_PASS * HEAD_DIM * ESIZE, dst += ROWS_A_PASS * rs;
+        src += ROWS_A_PASS * OUT_DIM * ESIZE, dst += ROWS_A_PASS * rs;
     }
 }
 
@@ -1149,6 +1157,15 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dkdv_
 /* ---- The backward on wgmma: the kernels above, with their held rows in local memory (each
    warpgroup's wgmma reads its 64 from there) and every product a warpgroup MMA. ---- */
 
+/* The first of the work-group's output columns (OUT_DIM of them), and where they start in a
+   streamed tile of `rows` rows (panels of 64 head dims). */
+#if OUT_DIM < HEAD_DIM
+INLINE int out_col0(void) { return get_group_id(1) * OUT_DIM; }
+#else
+INLINE int out_col0(void) { return 0; }
+#endif
+#define OUT_PANELS(rows) (out_col0() / 64 * PANEL_BYTES(rows))
+
 /* s = (held rows a) x (streamed block sa)^T and dp = (held rows b) x (streamed block sb)^T,
    both in flight at once, one wait. */
 INLINE void wg_score_pair(score_acc s, score_acc dp, __local const uchar *a, __local const uchar *b,
@@ -1234,16 +1251,16 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dq_wg
         wg_score_pair(s, dp, qs + g * PANEL_BYTES(64), dos + g * PANEL_BYTES(64), ks, ks + TILE_BYTES(BLOCK_N));
         if (n1 > Lk || hidden(n1 - 1, m0, diag)) mask_acc(s, row0, n0 + col_lane, Lk, diag, 1);
         probabilities(s, dp, scale2, rl, rd, cz, cz);
-        wg_product(&acc[0][0][0], &dp[0][0][0], ks);
+        wg_product(&acc[0][0][0], &dp[0][0][0], ks + OUT_PANELS(BLOCK_N));
     }
     if (dq_chunks) {
         held_tiles_free();
         stage_held(qs, acc, scale, wm, lane);
         barrier(CLK_LOCAL_MEM_FENCE);
-        store_rows(dq + HEAD(dq, b, h) + m0 * dq_st.s2, dq_st.s2, qs, rows, tid);
+        store_rows(dq + HEAD(dq, b, h) + m0 * dq_st.s2 + out_col0(), dq_st.s2, qs, rows, tid);
         return;
     }
-    store_held(dq + HEAD(dq, b, h), dq_st.s2, dq_st.s3, acc, row0, col_lane, Lq, scale);
+    store_held(dq + HEAD(dq, b, h) + out_col0() * dq_st.s3, dq_st.s2, dq_st.s3, acc, row0, col_lane, Lq, scale);
 }
 
 /* Grid (B x Hkv x key blocks x MMA_WG), in sectioned_block's order; otherwise as
@@ -1347,11 +1364,11 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dkdv_
         probabilities_cols(s, dp, scale2, stats + (t % 2) * 2 * BLOCK_N, col_lane);
         /* Both products in flight at once, one wait. */
         uint pa[BLOCK_N / 4], da[BLOCK_N / 4];
-        wg_product_issue(&dv_acc[0][0][0], pa, &s[0][0][0], slot + TILE_BYTES(BLOCK_N));
-        wg_product_issue(&dk_acc[0][0][0], da, &dp[0][0][0], slot);
+        wg_product_issue(&dv_acc[0][0][0], pa, &s[0][0][0], slot + TILE_BYTES(BLOCK_N) + OUT_PANELS(BLOCK_N));
+        wg_product_issue(&dk_acc[0][0][0], da, &dp[0][0][0], slot + OUT_PANELS(BLOCK_N));
         NV_WGMMA_WAIT(0);
-        wg_pin(&dv_acc[0][0][0], HEAD_DIM / 2);
-        wg_pin(&dk_acc[0][0][0], HEAD_DIM / 2);
+        wg_pin(&dv_acc[0][0][0], OUT_DIM / 2);
+        wg_pin(&dk_acc[0][0][0], OUT_DIM / 2);
         wg_pin_frags(pa);
         wg_pin_frags(da);
     }
@@ -1360,12 +1377,12 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dkdv_
         stage_held(vs, dv_acc, 1.0f, wm, lane);
         stage_held(ks, dk_acc, scale, wm, lane);
         barrier(CLK_LOCAL_MEM_FENCE);
-        store_rows(dv + HEAD(dv, b, kv) + m0 * dv_st.s2, dv_st.s2, vs, rows, tid);
-        store_rows(dk + HEAD(dk, b, kv) + m0 * dk_st.s2, dk_st.s2, ks, rows, tid);
+        store_rows(dv + HEAD(dv, b, kv) + m0 * dv_st.s2 + out_col0(), dv_st.s2, vs, rows, tid);
+        store_rows(dk + HEAD(dk, b, kv) + m0 * dk_st.s2 + out_col0(), dk_st.s2, ks, rows, tid);
         return;
     }
-    store_held(dv + HEAD(dv, b, kv), dv_st.s2, dv_st.s3, dv_acc, row0, col_lane, Lk, 1.0f);
-    store_held(dk + HEAD(dk, b, kv), dk_st.s2, dk_st.s3, dk_acc, row0, col_lane, Lk, scale);
+    store_held(dv + HEAD(dv, b, kv) + out_col0() * dv_st.s3, dv_st.s2, dv_st.s3, dv_acc, row0, col_lane, Lk, 1.0f);
+    store_held(dk + HEAD(dk, b, kv) + out_col0() * dk_st.s3, dk_st.s2, dk_st.s3, dk_acc, row0, col_lane, Lk, scale);
 }
 #endif
 #endif

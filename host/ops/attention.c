@@ -396,12 +396,15 @@ static int mma_pick(const struct clkit_device_props *dp, int d, size_t es, int k
    a compute unit, which took an H200 from 495 to 558 TFLOP/s at L 4096 (128 keys: 164 KB,
    one); at D 64, 64 keys were 14 % slower than 128 (docs/attention.md). */
 static const mma_tiles wgmma_fwd[] = {{128, 128, 8, 64, 0}, {128, 64, 8, 256, 0}};
-/* The backward's (attn_bwd_dkdv_wgmma and attn_bwd_dq_wgmma, one program, one tile): 128 keys
+/* The backward's (attn_bwd_dkdv_wgmma and attn_bwd_dq_wgmma, one program a tile): 128 keys
    or queries held in local memory, 64 streamed. 32 streamed rows took fewer registers (ptxas
    for sm_90a: 243 against 255 and 92 bytes of spills at D 128) but ran slower on an H200: D 128
-   240 against 315 TFLOP/s at L 4096, D 64 193 against 227. D 256 stays on mma.sync: dK/dV's
-   two accumulators alone would fill the registers. */
-static const mma_tiles wgmma_bwd[] = {{128, 64, 8, 128, 0}};
+   240 against 315 TFLOP/s at L 4096, D 64 193 against 227. At D 256 the held tiles take 128
+   KB, which leaves room for 32 streamed rows only, and dK and dV over all 256 columns would
+   take 256 registers a lane: each work-group computes 128 of the output's columns
+   (WGMMA_BWD_COLS; the kernel's OUT_DIM), recomputing the scores. */
+static const mma_tiles wgmma_bwd[] = {{128, 64, 8, 128, 0}, {128, 32, 8, 256, 0}};
+#define WGMMA_BWD_COLS 128
 
 /* Local memory of a wgmma tile, 1024-aligned: the forward holds q and two stages of K and V;
    the backward two held tiles, two stages of two streamed ones, and their statistics. */
@@ -411,8 +414,7 @@ static uint64_t wgmma_local(const mma_tiles *t, int d, int kind)
     return 2 * (uint64_t)d * (held * (uint64_t)t->bm + 4 * (uint64_t)t->bn) + (kind == MMA_FWD ? 0 : 16u * t->bn) + 1024;
 }
 
-/* A kernel's wgmma tile for 16-bit head dims from 64 (to 256 forward, 128 backward); 0 when
-   none fits. */
+/* A kernel's wgmma tile for 16-bit head dims from 64 to 256; 0 when none fits. */
 static int wgmma_pick(const clkit_context *ctx, const problem *p, int kind, mma_tiles *out)
 {
     int d = (int)p->d;
@@ -1016,6 +1018,7 @@ static clkit_status launch_grad(clkit_context *ctx, cl_kernel kern, const clkit_
     if (on_wgmma(pl)) {
         cl_int chunks = dkdv ? chunked_rows(&bv->dk) && chunked_rows(&bv->dv) : chunked_rows(&bv->dq);
         clkit_arg(&a, 4, &chunks);
+        global[1] = (size_t)groups_of(p->d, WGMMA_BWD_COLS); /* the output's column blocks */
     }
     if (pl->path == CLKIT_PATH_NV_TMA) clkit_arg_mem(&a, bv->maps);
     return clkit_run(ctx, &a, 2, global, local);
