@@ -48,9 +48,10 @@ typedef ushort raw_t;
 #define CHUNK (16 / ESIZE)        /* elements a 16-byte chunk; an mma step covers two */
 #define DCH (HEAD_DIM / CHUNK)    /* 16-byte chunks of a row */
 #define DK (HEAD_DIM / KSTEP)     /* mma steps over the head dimension */
-/* The wgmma backward at head dims above 128 splits its outputs' columns over two
-   work-groups (grid dimension 1), each recomputing the scores over the whole head dimension:
-   dK and dV over all 256 would take 256 registers a lane. */
+/* The wgmma backward's accumulators at head dims above 128 are 128 columns wide: dK/dV splits
+   its outputs' columns over two work-groups (grid dimension 1), each recomputing the scores
+   over the whole head dimension (dK and dV over all 256 would take 256 registers a lane); dQ
+   keeps two such accumulators. */
 #if defined(ATTN_BWD) && defined(WGMMA) && HEAD_DIM > 128
 #define OUT_DIM 128
 #else
@@ -1157,8 +1158,8 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dkdv_
 /* ---- The backward on wgmma: the kernels above, with their held rows in local memory (each
    warpgroup's wgmma reads its 64 from there) and every product a warpgroup MMA. ---- */
 
-/* The first of the work-group's output columns (OUT_DIM of them), and where they start in a
-   streamed tile of `rows` rows (panels of 64 head dims). */
+/* The first of the dK/dV work-group's output columns (OUT_DIM of them), and where they start
+   in a streamed tile of `rows` rows (panels of 64 head dims). */
 #if OUT_DIM < HEAD_DIM
 INLINE int out_col0(void) { return get_group_id(1) * OUT_DIM; }
 #else
@@ -1179,8 +1180,11 @@ INLINE void wg_score_pair(score_acc s, score_acc dp, __local const uchar *a, __l
 }
 
 /* Grid (B x Hq x query blocks x MMA_WG), in sectioned_block's order; otherwise as
-   attn_bwd_dq_mma. Key block t goes to stage t % 2 while the warps compute block t - 1. */
+   attn_bwd_dq_mma. Key block t goes to stage t % 2 while the warps compute block t - 1. dQ
+   keeps every column, as DQ_PARTS accumulators of OUT_DIM: its scores are computed once
+   (at D 256, 128 accumulator registers a lane, where dK/dV would need 256). */
 #define DQ_STAGE (2 * TILE_BYTES(BLOCK_N))
+#define DQ_PARTS (HEAD_DIM / OUT_DIM)
 
 __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dq_wgmma(
     IN(q), IN(k), IN(v), IN(dout), __global const float *lse, long lse_off, long4 lse_st,
@@ -1223,8 +1227,9 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dq_wg
     }
     nv_cp_async_commit();
 #endif
-    held_acc acc;
-    zero_held(acc);
+    held_acc acc[DQ_PARTS];
+    #pragma unroll
+    for (int p = 0; p < DQ_PARTS; p++) zero_held(acc[p]);
     for (int t = 0; t < steps; t++) {
         /* Block t has landed, and every warpgroup is done with block t - 1, whose stage block
            t + 1 takes. */
@@ -1251,16 +1256,31 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dq_wg
         wg_score_pair(s, dp, qs + g * PANEL_BYTES(64), dos + g * PANEL_BYTES(64), ks, ks + TILE_BYTES(BLOCK_N));
         if (n1 > Lk || hidden(n1 - 1, m0, diag)) mask_acc(s, row0, n0 + col_lane, Lk, diag, 1);
         probabilities(s, dp, scale2, rl, rd, cz, cz);
-        wg_product(&acc[0][0][0], &dp[0][0][0], ks + OUT_PANELS(BLOCK_N));
+        uint a[DQ_PARTS][BLOCK_N / 4];
+        #pragma unroll
+        for (int p = 0; p < DQ_PARTS; p++)
+            wg_product_issue(&acc[p][0][0][0], a[p], &dp[0][0][0], ks + p * (OUT_DIM / 64) * PANEL_BYTES(BLOCK_N));
+        NV_WGMMA_WAIT(0);
+        #pragma unroll
+        for (int p = 0; p < DQ_PARTS; p++) {
+            wg_pin(&acc[p][0][0][0], OUT_DIM / 2);
+            wg_pin_frags(a[p]);
+        }
     }
     if (dq_chunks) {
         held_tiles_free();
-        stage_held(qs, acc, scale, wm, lane);
+        #pragma unroll
+        for (int p = 0; p < DQ_PARTS; p++) stage_held(qs + p * BLOCK_M * OUT_DIM * ESIZE, acc[p], scale, wm, lane);
         barrier(CLK_LOCAL_MEM_FENCE);
-        store_rows(dq + HEAD(dq, b, h) + m0 * dq_st.s2 + out_col0(), dq_st.s2, qs, rows, tid);
+        #pragma unroll
+        for (int p = 0; p < DQ_PARTS; p++)
+            store_rows(dq + HEAD(dq, b, h) + m0 * dq_st.s2 + p * OUT_DIM, dq_st.s2, qs + p * BLOCK_M * OUT_DIM * ESIZE,
+                       rows, tid);
         return;
     }
-    store_held(dq + HEAD(dq, b, h) + out_col0() * dq_st.s3, dq_st.s2, dq_st.s3, acc, row0, col_lane, Lq, scale);
+    #pragma unroll
+    for (int p = 0; p < DQ_PARTS; p++)
+        store_held(dq + HEAD(dq, b, h) + p * OUT_DIM * dq_st.s3, dq_st.s2, dq_st.s3, acc[p], row0, col_lane, Lq, scale);
 }
 
 /* Grid (B x Hkv x key blocks x MMA_WG), in sectioned_block's order; otherwise as

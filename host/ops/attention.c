@@ -401,8 +401,9 @@ static const mma_tiles wgmma_fwd[] = {{128, 128, 8, 64, 0}, {128, 64, 8, 256, 0}
    for sm_90a: 243 against 255 and 92 bytes of spills at D 128) but ran slower on an H200: D 128
    240 against 315 TFLOP/s at L 4096, D 64 193 against 227. At D 256 the held tiles take 128
    KB, which leaves room for 32 streamed rows only, and dK and dV over all 256 columns would
-   take 256 registers a lane: each work-group computes 128 of the output's columns
-   (WGMMA_BWD_COLS; the kernel's OUT_DIM), recomputing the scores. */
+   take 256 registers a lane: each dK/dV work-group computes 128 of their columns
+   (WGMMA_BWD_COLS; the kernel's OUT_DIM), recomputing the scores; dQ keeps all 256 in two
+   such accumulators. */
 static const mma_tiles wgmma_bwd[] = {{128, 64, 8, 128, 0}, {128, 32, 8, 256, 0}};
 #define WGMMA_BWD_COLS 128
 
@@ -1018,7 +1019,7 @@ static clkit_status launch_grad(clkit_context *ctx, cl_kernel kern, const clkit_
     if (on_wgmma(pl)) {
         cl_int chunks = dkdv ? chunked_rows(&bv->dk) && chunked_rows(&bv->dv) : chunked_rows(&bv->dq);
         clkit_arg(&a, 4, &chunks);
-        global[1] = (size_t)groups_of(p->d, WGMMA_BWD_COLS); /* the output's column blocks */
+        if (dkdv) global[1] = (size_t)groups_of(p->d, WGMMA_BWD_COLS); /* dK's and dV's column blocks */
     }
     if (pl->path == CLKIT_PATH_NV_TMA) clkit_arg_mem(&a, bv->maps);
     return clkit_run(ctx, &a, 2, global, local);
