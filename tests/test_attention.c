@@ -384,10 +384,10 @@ START_TEST(tensor_core_shapes)
 }
 END_TEST
 
-/* Head dim 256 in f16 and bf16 (on Hopper the wgmma backward splits the outputs' columns over
-   two work-groups, each recomputing the scores): causal and not, Lq != Lk with bottom-right
-   alignment, grouped queries, outputs aligned (staged through local memory there) and
-   padded. */
+/* Head dim 256 in f16 and bf16 (on Hopper the wgmma dK/dV kernel splits its columns over two
+   work-groups, each recomputing the scores, and dQ keeps two accumulators): causal and not,
+   Lq != Lk with bottom-right alignment, grouped queries, outputs aligned (staged through local
+   memory there) and padded. */
 START_TEST(wide_heads)
 {
     clkit_context *ctx = tu_ctx();

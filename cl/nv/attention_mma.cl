@@ -752,9 +752,6 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_wgmma
     }
     finish_stats(lse, lse_off + b * lse_st.s0 + h * lse_st.s1, lse_st.s2, acc, m, l, row0, Lq, lane);
     if (o_chunks) {
-        /* At D 64 the driver's build takes 130 registers with the staged stores, against 128
-           without (two work-groups a compute unit, which its local memory allows); the kernel
-           caps itself at 128 there (above). */
         held_tiles_free();
         stage_held(qs, acc, 1.0f, wm, lane);
         barrier(CLK_LOCAL_MEM_FENCE);
