@@ -1155,14 +1155,16 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dkdv_
 /* ---- The backward on wgmma: the kernels above, with their held rows in local memory (each
    warpgroup's wgmma reads its 64 from there) and every product a warpgroup MMA. ---- */
 
-/* The first of the dK/dV work-group's output columns (OUT_DIM of them), and where they start
-   in a streamed tile of `rows` rows (panels of 64 head dims). */
+/* The first of the dK/dV work-group's output columns (OUT_DIM of them); where column `col`
+   starts in a streamed tile of `rows` rows (panels of 64 head dims); the bytes an OUT_DIM-wide
+   accumulator takes staged (stage_held). */
 #if OUT_DIM < HEAD_DIM
 INLINE int out_col0(void) { return get_group_id(1) * OUT_DIM; }
 #else
 INLINE int out_col0(void) { return 0; }
 #endif
-#define OUT_PANELS(rows) (out_col0() / 64 * PANEL_BYTES(rows))
+#define COL_PANELS(col, rows) ((col) / 64 * PANEL_BYTES(rows))
+#define STAGED_BYTES (BLOCK_M * OUT_DIM * ESIZE)
 
 /* s = (held rows a) x (streamed block sa)^T and dp = (held rows b) x (streamed block sb)^T,
    both in flight at once, one wait. */
@@ -1182,6 +1184,9 @@ INLINE void wg_score_pair(score_acc s, score_acc dp, __local const uchar *a, __l
    (at D 256, 128 accumulator registers a lane, where dK/dV would need 256). */
 #define DQ_STAGE (2 * TILE_BYTES(BLOCK_N))
 #define DQ_PARTS (HEAD_DIM / OUT_DIM)
+#if HEAD_DIM % OUT_DIM || DQ_PARTS * STAGED_BYTES > 2 * TILE_BYTES(BLOCK_M)
+#error "attn_bwd_dq_wgmma: dQ's parts must cover the head dimension and stage in q's and dO's tiles"
+#endif
 
 __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dq_wgmma(
     IN(q), IN(k), IN(v), IN(dout), __global const float *lse, long lse_off, long4 lse_st,
@@ -1256,7 +1261,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dq_wg
         uint a[DQ_PARTS][BLOCK_N / 4];
         #pragma unroll
         for (int p = 0; p < DQ_PARTS; p++)
-            wg_product_issue(&acc[p][0][0][0], a[p], &dp[0][0][0], ks + p * (OUT_DIM / 64) * PANEL_BYTES(BLOCK_N));
+            wg_product_issue(&acc[p][0][0][0], a[p], &dp[0][0][0], ks + COL_PANELS(p * OUT_DIM, BLOCK_N));
         NV_WGMMA_WAIT(0);
         #pragma unroll
         for (int p = 0; p < DQ_PARTS; p++) {
@@ -1267,12 +1272,11 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dq_wg
     if (dq_chunks) {
         held_tiles_free();
         #pragma unroll
-        for (int p = 0; p < DQ_PARTS; p++) stage_held(qs + p * BLOCK_M * OUT_DIM * ESIZE, acc[p], scale, wm, lane);
+        for (int p = 0; p < DQ_PARTS; p++) stage_held(qs + p * STAGED_BYTES, acc[p], scale, wm, lane);
         barrier(CLK_LOCAL_MEM_FENCE);
         #pragma unroll
         for (int p = 0; p < DQ_PARTS; p++)
-            store_rows(dq + HEAD(dq, b, h) + m0 * dq_st.s2 + p * OUT_DIM, dq_st.s2, qs + p * BLOCK_M * OUT_DIM * ESIZE,
-                       rows, tid);
+            store_rows(dq + HEAD(dq, b, h) + m0 * dq_st.s2 + p * OUT_DIM, dq_st.s2, qs + p * STAGED_BYTES, rows, tid);
         return;
     }
     #pragma unroll
@@ -1381,8 +1385,8 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dkdv_
         probabilities_cols(s, dp, scale2, stats + (t % 2) * 2 * BLOCK_N, col_lane);
         /* Both products in flight at once, one wait. */
         uint pa[BLOCK_N / 4], da[BLOCK_N / 4];
-        wg_product_issue(&dv_acc[0][0][0], pa, &s[0][0][0], slot + TILE_BYTES(BLOCK_N) + OUT_PANELS(BLOCK_N));
-        wg_product_issue(&dk_acc[0][0][0], da, &dp[0][0][0], slot + OUT_PANELS(BLOCK_N));
+        wg_product_issue(&dv_acc[0][0][0], pa, &s[0][0][0], slot + TILE_BYTES(BLOCK_N) + COL_PANELS(out_col0(), BLOCK_N));
+        wg_product_issue(&dk_acc[0][0][0], da, &dp[0][0][0], slot + COL_PANELS(out_col0(), BLOCK_N));
         NV_WGMMA_WAIT(0);
         wg_pin(&dv_acc[0][0][0], OUT_DIM / 2);
         wg_pin(&dk_acc[0][0][0], OUT_DIM / 2);
