@@ -769,13 +769,21 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_wgmma
    conversion and ROWS FMAs an element of K and of V) keep too few warps too busy to stream the
    cache at the bandwidth, where an m16n8k16 does 2048 of them. The block's ROWS = 16 query rows
    (rows past the block zero) are every warp's A fragments; warp w walks key blocks w, w +
-   WARPS, ... of the chunk, BLOCK_N keys each, through its own ring of DEC_STAGES slots (K then
-   V, swizzled as copy_rows lays them out) that cp.async fills DEC_STAGES - 1 blocks ahead. A
-   warp waits only on its own copies (bar.warp.sync), never on the others, and keeps the
-   forward's online softmax on its accumulators; at the end the warps' results meet in local
-   memory and leave as the split's partial result. */
+   WARPS, ... of the chunk, BLOCK_N keys each, through its own slot of local memory (K then V,
+   swizzled as copy_rows lays them out). With DEC_REGS the warp's plain 16-byte loads bring the
+   next block into registers while it computes one from its slot: on Hopper they stream the
+   cache faster than cp.async (host/ops/attention.c, plan_decode_mma). Otherwise (head dim 256,
+   whose next block the registers cannot hold) the warp has a ring of DEC_STAGES slots that
+   cp.async fills DEC_STAGES - 1 blocks ahead. A warp waits only on its own loads
+   (bar.warp.sync), never on the others, and keeps the forward's online softmax on its
+   accumulators; at the end the warps' results meet in local memory and leave as the split's
+   partial result. */
 #define SLOT_BYTES (2 * TILE_BYTES(BLOCK_N))
+#if defined(DEC_REGS)
+#define RING_BYTES SLOT_BYTES
+#else
 #define RING_BYTES (DEC_STAGES * SLOT_BYTES)
+#endif
 #define RED_BYTES (WARPS * ROWS * (HEAD_DIM + 2) * 4)
 #define MERGE_BYTES ((2 * ROWS * DEC_MAX_SPLITS + 2 * ROWS) * 4)
 /* q's tile first (kept there with HELD_LOCAL), the warps' rings after it; then the warps'
@@ -810,6 +818,34 @@ INLINE void warp_copy(__local uchar *slot, __global const raw_t *kg, long k_rs, 
                              ok ? 16u : 0u);
     }
 }
+
+#if defined(DEC_REGS)
+/* K's and V's 16-byte chunks of a block, a lane's share. */
+typedef uint4 dec_regs[2][BLOCK_N * DCH / 32];
+
+/* A warp's plain loads of the chunk's keys j0 .. j0 + valid - 1 into registers; rows from
+   `valid` on repeat the last valid key, whose scores mask_decode hides. */
+INLINE void warp_load(dec_regs x, __global const raw_t *kg, long k_rs, __global const raw_t *vg, long v_rs, int j0,
+                      int valid, int lane)
+{
+    #pragma unroll
+    for (int u = 0; u < BLOCK_N * DCH / 32; u++) {
+        int e = lane + u * 32, r = j0 + min(e / DCH, valid - 1), c = e % DCH;
+        x[0][u] = *(__global const uint4 *)(kg + r * k_rs + c * CHUNK);
+        x[1][u] = *(__global const uint4 *)(vg + r * v_rs + c * CHUNK);
+    }
+}
+
+INLINE void warp_store(__local uchar *slot, const dec_regs x, int lane)
+{
+    #pragma unroll
+    for (int u = 0; u < BLOCK_N * DCH / 32; u++) {
+        int e = lane + u * 32, at = nv_swizzle(e / DCH, e % DCH, DCH);
+        *(__local uint4 *)(slot + at) = x[0][u];
+        *(__local uint4 *)(slot + TILE_BYTES(BLOCK_N) + at) = x[1][u];
+    }
+}
+#endif
 
 /* Scores of keys past `valid` in the block, or hidden from their query ((i0 + row) % Lq, whose
    key is key0 + column), become -inf. */
@@ -883,15 +919,26 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_decode_mm
     __local uchar *ring = base + HELD_SPACE(TILE_BYTES(ROWS)) + w * RING_BYTES;
     int n = blk.n, blocks = (n + BLOCK_N - 1) / BLOCK_N, mine = blocks > w ? (blocks - w + WARPS - 1) / WARPS : 0;
     int masked = diag < Lk;
+    float m[1][2] = {{-INFINITY, -INFINITY}}, l[1][2] = {{0.0f, 0.0f}};
+    held_acc acc;
+    zero_held(acc);
+#if defined(DEC_REGS)
+    dec_regs x;
+    if (mine > 0) warp_load(x, kg, k_st.s2, vg, v_st.s2, w * BLOCK_N, min(BLOCK_N, n - w * BLOCK_N), lane);
+    for (int t = 0; t < mine; t++) {
+        int j0 = (w + t * WARPS) * BLOCK_N, valid = min(BLOCK_N, n - j0), ja = j0 + WARPS * BLOCK_N;
+        nv_syncwarp();
+        warp_store(ring, x, lane);
+        nv_syncwarp();
+        if (t + 1 < mine) warp_load(x, kg, k_st.s2, vg, v_st.s2, ja, min(BLOCK_N, n - ja), lane);
+        __local const uchar *slot = ring;
+#else
     #pragma unroll
     for (int t = 0; t < DEC_STAGES - 1; t++) {
         int j0 = (w + t * WARPS) * BLOCK_N;
         if (t < mine) warp_copy(ring + t * SLOT_BYTES, kg, k_st.s2, vg, v_st.s2, j0, min(BLOCK_N, n - j0), lane);
         nv_cp_async_commit();
     }
-    float m[1][2] = {{-INFINITY, -INFINITY}}, l[1][2] = {{0.0f, 0.0f}};
-    held_acc acc;
-    zero_held(acc);
     for (int t = 0; t < mine; t++) {
         NV_CP_ASYNC_WAIT(DEC_STAGES - 2);
         nv_syncwarp();
@@ -901,6 +948,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_decode_mm
         nv_cp_async_commit();
         __local const uchar *slot = ring + t % DEC_STAGES * SLOT_BYTES;
         int j0 = (w + t * WARPS) * BLOCK_N, valid = min(BLOCK_N, n - j0);
+#endif
         score_acc s;
         product_t(s, qf, base, 0, slot, lane);
         if (valid < BLOCK_N || masked) mask_decode(s, blk.k0 + j0, valid, blk.i0, Lq, diag, lane);

@@ -764,26 +764,35 @@ static int decode_suits(const problem *p)
     return !p->force && p->lq <= 16 && rows <= 4 * DEC_ROWS && p->lk >= 256;
 }
 
-/* Keys a work-group takes: enough splits for about four work-groups a compute unit (two on a
-   CPU), in multiples of 64 keys, at most DEC_MAX_SPLITS of them. */
-static int decode_chunk(const clkit_context *ctx, const problem *p, size_t groups)
+/* Keys a work-group takes. The keys stream at the bandwidth only while enough work-groups
+   run, so the grid should end in whole waves of `per_cu` work-groups a compute unit: the
+   chunk (a multiple of 64 keys, at most DEC_MAX_SPLITS of them) whose waves cost least,
+   each as long as its work-groups' chunk plus DEC_SPLIT_KEYS, the fewest splits on a tie. On
+   an H200 at B 8, Hkv 8, Lk 32768, D 128, one wave of 256 work-groups took 0.257 ms, two, three
+   and four waves of smaller chunks 0.262, 0.267 and 0.271 (about 150 keys' time a wave), and
+   2.2 waves 0.306 (the last fifth of a wave alone on the GPU at the end). */
+#define DEC_SPLIT_KEYS 128
+
+static int decode_chunk(const clkit_context *ctx, const problem *p, size_t groups, int per_cu)
 {
-    size_t target = (size_t)ctx->props.compute_units * (ctx->props.is_gpu ? 4 : 2);
-    int64_t splits = groups >= target ? 1 : (int64_t)((target + groups - 1) / groups);
-    if (splits > DEC_MAX_SPLITS) splits = DEC_MAX_SPLITS;
-    int64_t chunk = (p->lk + splits - 1) / splits;
-    chunk = (chunk + 63) / 64 * 64;
-    return (int)chunk;
+    int64_t slots = (int64_t)ctx->props.compute_units * per_cu, best = 0, best_cost = 0;
+    for (int64_t want = 1; want <= DEC_MAX_SPLITS; want++) {
+        int64_t chunk = ((p->lk + want - 1) / want + 63) / 64 * 64, splits = (p->lk + chunk - 1) / chunk;
+        int64_t cost = ((int64_t)groups * splits + slots - 1) / slots * (chunk + DEC_SPLIT_KEYS);
+        if (!best || cost < best_cost) best = chunk, best_cost = cost;
+    }
+    return (int)best;
 }
 
 typedef struct dec_problem {
     const call *c;
-    int rows; /* the plan's rows a work-group */
+    int rows;   /* the plan's rows a work-group */
+    int per_cu; /* its work-groups a compute unit holds */
 } dec_problem;
 
 /* The tensor-core kernel (cl/nv/attention_mma.cl) needs 16-bit operands whose rows start on
-   16 bytes, a head dim of 64 to 256, and room for its warps' rings of copies (sm_90's local
-   memory: 96 KB a work-group, two a compute unit). */
+   16 bytes, a head dim of 64 to 256, and at head dim 256 room for its warps' rings of copies
+   (sm_90's local memory: 104 KB a work-group); it has run on sm_90 only. */
 static int decode_mma_suits(const clkit_context *ctx, const call *c)
 {
     const problem *p = &c->p;
@@ -792,19 +801,25 @@ static int decode_mma_suits(const clkit_context *ctx, const call *c)
            clkit_path_allowed(ctx, CLKIT_PATH_NV_MMA, CLKIT_FAMILY_ATTENTION);
 }
 
-/* Four warps (two at head dim 256, whose q stays in local memory), each with a ring of three
-   blocks of 16 keys (32 at head dim 64) of K and V, two in flight: on an H200, more stages,
-   larger blocks or two warps with four stages were 2-10 % slower. */
+/* Four warps (two at head dim 256, whose q stays in local memory), each taking blocks of 16
+   keys (32 at head dim 64) of K and V. Up to head dim 128 a warp loads the next block into
+   registers while it computes one from local memory (DEC_REGS): on an H200 that read the
+   cache at 4.2 TB/s where cp.async's ring of three blocks read 3.7 (a read probe: plain
+   16-byte loads 4.35, cp.async 3.8, bulk copies 4.0). At head dim 256 the next block would
+   not fit the registers beside the output's 128 a lane, so a ring of three blocks, two in
+   flight, fills by cp.async. NVIDIA's build takes 255 registers a lane: two work-groups a
+   compute unit. */
 static void plan_decode_mma(const problem *p, dec_problem *dp, clkit_plan *plan)
 {
     int warps = p->d == 256 ? 2 : 4, block_n = p->d == 64 ? 32 : 16;
     dp->rows = DEC_MMA_ROWS;
+    dp->per_cu = 2;
     plan->path = CLKIT_PATH_NV_MMA;
     plan->file = "nv/attention_mma.cl";
     snprintf(plan->name, sizeof plan->name, "attn_decode_mma");
     snprintf(plan->options, sizeof plan->options, "%s -D ATTN_DECODE -D HEAD_DIM=%d -D ROWS=%d -D WARPS=%d "
-             "-D BLOCK_M=%d -D BLOCK_N=%d -D DEC_STAGES=3%s", clkit_dtype_macro(p->dtype), (int)p->d,
-             DEC_MMA_ROWS, warps, 16 * warps, block_n, p->d == 256 ? " -D HELD_LOCAL" : "");
+             "-D BLOCK_M=%d -D BLOCK_N=%d %s", clkit_dtype_macro(p->dtype), (int)p->d, DEC_MMA_ROWS, warps,
+             16 * warps, block_n, p->d == 256 ? "-D HELD_LOCAL -D DEC_STAGES=3" : "-D DEC_REGS");
     plan->local[0] = (size_t)(32 * warps);
 }
 
@@ -826,6 +841,9 @@ static clkit_status plan_decode(clkit_context *ctx, void *arg, size_t wg_limit, 
     int64_t r_all = p->hq / p->hkv * p->lq;
     dp->rows = 1;
     while (dp->rows < r_all && dp->rows < DEC_ROWS) dp->rows *= 2;
+    /* f32 on an H200, B 8, Hkv 8, Lk 32768: 0.567 ms planned for eight work-groups a compute
+       unit, 0.646 for four; two a core on a CPU. */
+    dp->per_cu = ctx->props.is_gpu ? 8 : 2;
     int dense = c->k->strides[3] == 1 && c->v->strides[3] == 1;
     int aligned = mma_view(c->k) && mma_view(c->v);
     plan->file = "attention.cl";
@@ -843,14 +861,14 @@ static clkit_status plan_decode(clkit_context *ctx, void *arg, size_t wg_limit, 
 static clkit_status decode(clkit_context *ctx, const call *c)
 {
     const problem *p = &c->p;
-    dec_problem dp = {c, 0};
+    dec_problem dp = {c, 0, 0};
     clkit_plan pl;
     cl_kernel k;
     clkit_status s = clkit_plan_kernel(ctx, plan_decode, &dp, &pl, &k);
     if (s) return s;
     int64_t r_all = p->hq / p->hkv * p->lq;
     size_t groups = (size_t)(p->b * p->hkv * ((r_all + dp.rows - 1) / dp.rows));
-    cl_int chunk = decode_chunk(ctx, p, groups), splits = (cl_int)((p->lk + chunk - 1) / chunk);
+    cl_int chunk = decode_chunk(ctx, p, groups, dp.per_cu), splits = (cl_int)((p->lk + chunk - 1) / chunk);
     size_t bytes = (size_t)(p->b * p->hkv * r_all) * (size_t)splits * (size_t)(p->d + 2) * sizeof(float);
     cl_mem tickets, part = NULL;
     if ((s = clkit_tickets(ctx, groups, &tickets)) || (s = clkit_scratch_alloc(ctx, bytes, &part))) return s;
