@@ -220,7 +220,8 @@ attention() {
 }
 # attention_wgmma TABLE PASS VARIANTS: each tile (BLOCK_M, BLOCK_N, WARPS, largest head dim, -)
 # of host/ops/attention.c's TABLE for the head dims it serves (those above the previous tile's),
-# in each 16-bit dtype, for sm_90a, once a variant ("-" for none). A build whose wgmma ptxas
+# in each 16-bit dtype, for sm_90a, once a variant ("-" for none), the forward up to head dim 128
+# with the stagger of an H100's or H200's 132 units, as the host builds it. A build whose wgmma ptxas
 # serialises (it does so where it cannot prove that no other instruction touches an in-flight
 # wgmma's registers) fails: it would run, slowly.
 attention_wgmma() {
@@ -237,7 +238,8 @@ attention_wgmma() {
           # shellcheck disable=SC2046 # one flag or none
           build "attention $2 wgmma ${bm}x${bn} w$w d$d $dt $variant" 90a nv/attention_mma.cl -D "DTYPE_$dt" \
             -D "ATTN_$2" -D WGMMA -D HEAD_DIM="$d" -D BLOCK_M="$bm" -D BLOCK_N="$bn" -D WARPS="$w" \
-            $([ "$variant" = - ] || echo -D "$variant")
+            $([ "$variant" = - ] || echo -D "$variant") \
+            $([ "$2" = FWD ] && [ "$d" -le 128 ] && echo -D STAGGER_FROM=132 -D STAGGER_TO=264)
           if [[ "$built" == *serialized* ]]; then
             echo "FAIL: attention $2 wgmma ${bm}x${bn} d$d $dt $variant: ptxas serialised its wgmma"
             pass=$((pass - 1)) fail=$((fail + 1))

@@ -677,6 +677,34 @@ INLINE void tma_start(__local uchar *qs, __local uchar *ks, __local uchar *vs, _
    FlashAttention-3 does (the scores of block j + 1 issued before P_j V_j, P double-buffered),
    ran 3 % slower on an H200 (docs/attention.md): the two warpgroups already take turns on the
    tensor cores, and its extra registers cost more than the overlap gave. */
+/* The forward's two work-groups a compute unit start together and, equal in work, would run
+   their blocks in step: softmax beside softmax, products beside products. The host sets
+   STAGGER_FROM and STAGGER_TO around the first wave's second work-group on each unit (groups
+   CUs .. 2 CUs - 1: NVIDIA's scheduler places a grid's first groups one a unit, then a second
+   round), which waits STAGGER_NS before it starts, so that one's softmax meets the other's
+   products, as FlashAttention-3's ping-pong between warpgroups; each later work-group takes
+   over the phase of the one it replaces. H200, f16, ms (L 1k / 2k / 4k at D 128, D 64 L 1k / 4k,
+   causal D 64 / D 128): 0.2677 / 0.4896 / 0.9342, 0.1734 / 0.5922, 0.6260 / 0.4944 in step;
+   0.2637 / 0.4798 / 0.9142, 0.1724 / 0.5872, 0.6213 / 0.4867 with 1.5 us; 3 us the same, 6 us
+   less (bench/results/2026-11-28-twentyseventh.md). */
+#if defined(STAGGER_FROM)
+#define STAGGER_NS 1500
+INLINE void stagger(int tid)
+{
+    int group = (int)get_group_id(0);
+    if (group < STAGGER_FROM || group >= STAGGER_TO) return;
+    if (tid == 0) {
+        ulong t0, t;
+        __asm__ volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+        do __asm__ volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        while (t - t0 < STAGGER_NS);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+#else
+INLINE void stagger(int tid) { (void)tid; }
+#endif
+
 __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_wgmma(
     IN(q), IN(k), IN(v), OUT(o), __global float *lse, long lse_off, long4 lse_st, int Hq,
     int group, int Lq, int Lk, int diag, float scale2, int B, int section, int o_chunks TMA_PARAMS)
@@ -696,6 +724,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_fwd_wgmma
        to 8192, causal 9 %; docs/attention.md). */
     NV_MAXNREG(128);
 #endif
+    stagger(tid);
 #if defined(TMA)
     __local ulong bars[BARS];
     if (tid == 0) tma_start(qs, ks, vs, maps, bars, m0, h, h / group, b, n_end);

@@ -539,6 +539,16 @@ static void mma_options(const problem *p, int bwd, const mma_tiles *t, char *buf
              t->warps, t->held_local ? " -D HELD_LOCAL" : "");
 }
 
+/* The wgmma forward's stagger (cl/nv/attention_mma.cl): the first wave's second work-group on
+   each compute unit, where two fit its local memory. */
+static void stagger_options(const clkit_context *ctx, const problem *p, const mma_tiles *t, char *buf, size_t n)
+{
+    if (2 * wgmma_local(t, (int)p->d, MMA_FWD) > ctx->props.local_mem_static) return;
+    size_t used = strlen(buf);
+    snprintf(buf + used, n - used, " -D STAGGER_FROM=%u -D STAGGER_TO=%u", ctx->props.compute_units,
+             2 * ctx->props.compute_units);
+}
+
 /* The pass's portable tiles: its current candidate, moved on past those whose work-group
    exceeds wg_limit. CLKIT_ERR_UNSUPPORTED when none is left. */
 static clkit_status portable_tiles(clkit_context *ctx, pass *ps, size_t wg_limit, const tiles **t)
@@ -585,6 +595,7 @@ static clkit_status plan_attention(clkit_context *ctx, void *arg, size_t wg_limi
             strncat(plan->options, tma ? " -D WGMMA -D TMA" : " -D WGMMA",
                     sizeof plan->options - strlen(plan->options) - 1);
             if (tma) path = CLKIT_PATH_NV_TMA;
+            if (!ps->bwd) stagger_options(ctx, ps->p, mt, plan->options, sizeof plan->options);
         }
         if (amd) {
             size_t used = strlen(plan->options);
