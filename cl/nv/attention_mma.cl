@@ -833,21 +833,6 @@ INLINE void copy_queries(__local uchar *tile, __global const elem_t *q, long q_o
     }
 }
 
-/* A warp's copy of the chunk's keys j0 .. j0 + valid - 1 (K and V from kg and vg, the chunk's
-   first key) into its slot; rows from `valid` on are zero-filled without reading. */
-INLINE void warp_copy(__local uchar *slot, __global const raw_t *kg, long k_rs, __global const raw_t *vg,
-                      long v_rs, int j0, int valid, int lane)
-{
-    #pragma unroll
-    for (int u = 0; u < BLOCK_N * DCH / 32; u++) {
-        int e = lane + u * 32, r = e / DCH, c = e % DCH, ok = r < valid;
-        int at = nv_swizzle(r, c, DCH);
-        nv_cp_async16_stream(slot + at, kg + (ok ? (j0 + r) * k_rs + c * CHUNK : 0), ok ? 16u : 0u);
-        nv_cp_async16_stream(slot + TILE_BYTES(BLOCK_N) + at, vg + (ok ? (j0 + r) * v_rs + c * CHUNK : 0),
-                             ok ? 16u : 0u);
-    }
-}
-
 #if defined(DEC_REGS)
 /* K's and V's 16-byte chunks of a block, a lane's share. */
 typedef uint4 dec_regs[2][BLOCK_N * DCH / 32];
@@ -865,6 +850,7 @@ INLINE void warp_load(dec_regs x, __global const raw_t *kg, long k_rs, __global 
     }
 }
 
+/* The registers into the warp's slot, swizzled as copy_rows lays a tile out. */
 INLINE void warp_store(__local uchar *slot, const dec_regs x, int lane)
 {
     #pragma unroll
@@ -872,6 +858,21 @@ INLINE void warp_store(__local uchar *slot, const dec_regs x, int lane)
         int e = lane + u * 32, at = nv_swizzle(e / DCH, e % DCH, DCH);
         *(__local uint4 *)(slot + at) = x[0][u];
         *(__local uint4 *)(slot + TILE_BYTES(BLOCK_N) + at) = x[1][u];
+    }
+}
+#else
+/* A warp's copy of the chunk's keys j0 .. j0 + valid - 1 (K and V from kg and vg, the chunk's
+   first key) into its slot; rows from `valid` on are zero-filled without reading. */
+INLINE void warp_copy(__local uchar *slot, __global const raw_t *kg, long k_rs, __global const raw_t *vg,
+                      long v_rs, int j0, int valid, int lane)
+{
+    #pragma unroll
+    for (int u = 0; u < BLOCK_N * DCH / 32; u++) {
+        int e = lane + u * 32, r = e / DCH, c = e % DCH, ok = r < valid;
+        int at = nv_swizzle(r, c, DCH);
+        nv_cp_async16_stream(slot + at, kg + (ok ? (j0 + r) * k_rs + c * CHUNK : 0), ok ? 16u : 0u);
+        nv_cp_async16_stream(slot + TILE_BYTES(BLOCK_N) + at, vg + (ok ? (j0 + r) * v_rs + c * CHUNK : 0),
+                             ok ? 16u : 0u);
     }
 }
 #endif
