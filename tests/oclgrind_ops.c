@@ -10,7 +10,7 @@
 #include "util.h"
 
 static int failures;
-static double values[16384];
+static double values[32768];
 
 static void expect_ok(clkit_context *ctx, clkit_status s, const char *what)
 {
@@ -141,12 +141,13 @@ static void attentions(clkit_context *ctx, clkit_dtype dt)
 }
 
 /* Decoding (the keys split over work-groups): two queries of four heads sharing two kv heads,
-   in two batches, against 256 keys, bottom-right causal. Four row blocks fill oclgrind's one
-   compute unit with one split each: oclgrind, which knows no ordering between work-groups,
-   would call the last split's reads of the others' partial results races. */
+   in four batches, against 256 keys, bottom-right causal. Eight row blocks fill a wave of the
+   portable kernel on oclgrind's one compute unit (a GPU to clkit: eight work-groups a unit),
+   so the keys are not split: oclgrind, which knows no ordering between work-groups, would call
+   the last split's reads of the others' partial results races. */
 static void decoding(clkit_context *ctx, clkit_dtype dt)
 {
-    int64_t qs[4] = {2, 4, 2, 16}, ks[4] = {2, 2, 256, 16}, ls[3] = {2, 4, 2};
+    int64_t qs[4] = {4, 4, 2, 16}, ks[4] = {4, 2, 256, 16}, ls[3] = {4, 4, 2};
     clkit_tensor q = exact(ctx, dt, 4, qs), k = exact(ctx, dt, 4, ks), v = exact(ctx, dt, 4, ks);
     clkit_tensor o = exact(ctx, dt, 4, qs), lse = exact(ctx, CLKIT_F32, 3, ls);
     clkit_attention_options opt = clkit_attention_defaults();
