@@ -685,8 +685,8 @@ INLINE void tma_start(__local uchar *qs, __local uchar *ks, __local uchar *vs, _
    products, as FlashAttention-3's ping-pong between warpgroups; each later work-group takes
    over the phase of the one it replaces. H200, f16, ms (L 1k / 2k / 4k at D 128, D 64 L 1k / 4k,
    causal D 64 / D 128): 0.2677 / 0.4896 / 0.9342, 0.1734 / 0.5922, 0.6260 / 0.4944 in step;
-   0.2637 / 0.4798 / 0.9142, 0.1724 / 0.5872, 0.6213 / 0.4867 with 1.5 us; 3 us the same, 6 us
-   less (bench/results/2026-11-28-twentyseventh.md). */
+   0.2637 / 0.4798 / 0.9142, 0.1724 / 0.5872, 0.6213 / 0.4867 with 1.5 us; 3 us gained as much,
+   6 us less (bench/results/2026-11-28-twentyseventh.md). */
 #if defined(STAGGER_FROM)
 #define STAGGER_NS 1500
 INLINE void stagger(int tid)
