@@ -333,10 +333,11 @@ INLINE void copy_panels(__local uchar *tile, __global const raw_t *src, long row
                         int valid, int tid)
 {
     #pragma unroll
-    for (int i = 0; i < rows * DCH / MMA_WG; i++) {
+    for (int i = 0; i < (rows * DCH + MMA_WG - 1) / MMA_WG; i++) {
         int e = i * MMA_WG + tid, r = e / DCH, c = e % DCH, ok = r < valid;
-        nv_cp_async16(tile + nv_wgmma_offset(r, c, rows),
-                      src + (ok ? r * row_stride + c * CHUNK : 0), ok ? 16u : 0u);
+        if ((rows * DCH) % MMA_WG == 0 || e < rows * DCH)
+            nv_cp_async16(tile + nv_wgmma_offset(r, c, rows),
+                          src + (ok ? r * row_stride + c * CHUNK : 0), ok ? 16u : 0u);
     }
 }
 

@@ -396,15 +396,25 @@ static int mma_pick(const struct clkit_device_props *dp, int d, size_t es, int k
    a compute unit, which took an H200 from 495 to 558 TFLOP/s at L 4096 (128 keys: 164 KB,
    one); at D 64, 64 keys were 14 % slower than 128 (docs/attention.md). */
 static const mma_tiles wgmma_fwd[] = {{128, 128, 8, 64, 0}, {128, 64, 8, 256, 0}};
-/* The backward's (attn_bwd_dkdv_wgmma and attn_bwd_dq_wgmma, one program a tile): 128 keys
-   or queries held in local memory, 64 streamed. 32 streamed rows took fewer registers (ptxas
-   for sm_90a: 243 against 255 and 92 bytes of spills at D 128) but ran slower on an H200: D 128
-   240 against 315 TFLOP/s at L 4096, D 64 193 against 227. At D 256 the held tiles take 128
-   KB, which leaves room for 32 streamed rows only, and dK and dV over all 256 columns would
-   take 256 registers a lane: each dK/dV work-group computes 128 of their columns
-   (WGMMA_BWD_COLS; the kernel's OUT_DIM), recomputing the scores; dQ keeps all 256 in two
-   such accumulators. */
-static const mma_tiles wgmma_bwd[] = {{128, 64, 8, 128, 0}, {128, 32, 8, 256, 0}};
+/* The backward's (attn_bwd_dkdv_wgmma, attn_bwd_dq_wgmma; a program a tile, each kernel on its
+   own): rows held in local memory (keys in dK/dV, queries in dQ), 64 streamed. 32 streamed
+   rows took fewer registers (ptxas for sm_90a: 243 against 255 and 92 bytes of spills at D
+   128) but ran slower on an H200: D 128 240 against 315 TFLOP/s at L 4096, D 64 193 against
+   227. The held rows follow the registers of the driver's build: dK/dV takes 168 a work-item
+   at D 64 and 255 at D 128, so two warpgroups (128 keys) made one work-group a compute unit,
+   whose warpgroups ran in step (a barrier a block: softmax beside softmax); one warpgroup of
+   64 keys a work-group fits three a unit at D 64 and two at D 128, each at its own pace (H200,
+   f16, the backward 10-12 % faster at D 64 and 1-1.5 % at D 128). dQ takes 168 at D 128:
+   there a third warpgroup (192 queries) fits the unit's 64 K registers beside the first two,
+   2-3 % faster; at D 64 (128 registers) two work-groups of two warpgroups share a unit, and
+   work-groups of one or three ran slower. One set of tensor maps, whose boxes are the streamed
+   rows, serves both kernels: their streamed rows must be equal at every head dim. At D 256
+   the held tiles take 128 KB, which leaves room for 32 streamed rows only, and dK and dV over
+   all 256 columns would take 256 registers a lane: each dK/dV work-group computes 128 of their
+   columns (WGMMA_BWD_COLS; the kernel's OUT_DIM), recomputing the scores; dQ keeps all 256 in
+   two such accumulators; one work-group of 64 keys a unit there ran 33 % slower. */
+static const mma_tiles wgmma_dkdv[] = {{64, 64, 4, 128, 0}, {128, 32, 8, 256, 0}};
+static const mma_tiles wgmma_dq[] = {{128, 64, 8, 64, 0}, {192, 64, 12, 128, 0}, {128, 32, 8, 256, 0}};
 #define WGMMA_BWD_COLS 128
 
 /* Local memory of a wgmma tile, 1024-aligned: the forward holds q and two stages of K and V;
@@ -419,8 +429,8 @@ static uint64_t wgmma_local(const mma_tiles *t, int d, int kind)
 static int wgmma_pick(const clkit_context *ctx, const problem *p, int kind, mma_tiles *out)
 {
     int d = (int)p->d;
-    const mma_tiles *list = kind == MMA_FWD ? wgmma_fwd : wgmma_bwd;
-    size_t n = kind == MMA_FWD ? NTILES(wgmma_fwd) : NTILES(wgmma_bwd);
+    const mma_tiles *list = kind == MMA_FWD ? wgmma_fwd : kind == MMA_DKDV ? wgmma_dkdv : wgmma_dq;
+    size_t n = kind == MMA_FWD ? NTILES(wgmma_fwd) : kind == MMA_DKDV ? NTILES(wgmma_dkdv) : NTILES(wgmma_dq);
     if (p->dtype == CLKIT_F32 || d < 64 || !clkit_path_allowed(ctx, CLKIT_PATH_NV_WGMMA, CLKIT_FAMILY_ATTENTION))
         return 0;
     for (size_t i = 0; i < n; i++)
