@@ -250,10 +250,12 @@ attention_wgmma() {
     lo=$maxd
   done
 }
-# the forward and the backward (dK/dV and dQ), each loaded by cp.async and by the TMA
+# the forward, loaded by cp.async and by the TMA; the backward (dK/dV and dQ) in the tiles of
+# each loader
 attention_wgmma wgmma_fwd FWD "- TMA"
-attention_wgmma wgmma_dkdv BWD "- TMA"
-attention_wgmma wgmma_dq BWD "- TMA"
+attention_wgmma wgmma_dkdv BWD TMA
+attention_wgmma wgmma_dq BWD TMA
+attention_wgmma wgmma_bwd_copy BWD -
 
 # Decoding on the tensor cores (attn_decode_mma), as host/ops/attention.c's plan_decode_mma
 # builds it (sm_90 only), in each 16-bit dtype and head dim: register-loaded blocks up to 128,

@@ -412,9 +412,17 @@ static const mma_tiles wgmma_fwd[] = {{128, 128, 8, 64, 0}, {128, 64, 8, 256, 0}
    the held tiles take 128 KB, which leaves room for 32 streamed rows only, and dK and dV over
    all 256 columns would take 256 registers a lane: each dK/dV work-group computes 128 of their
    columns (WGMMA_BWD_COLS; the kernel's OUT_DIM), recomputing the scores; dQ keeps all 256 in
-   two such accumulators; one work-group of 64 keys a unit there ran 33 % slower. */
+   two such accumulators; one work-group of 64 keys a unit there ran 33 % slower. A driver whose
+   build of dQ cannot run 384 work-items a group (more than 168 registers) gets two warpgroups
+   at D 128, as before. */
 static const mma_tiles wgmma_dkdv[] = {{64, 64, 4, 128, 0}, {128, 32, 8, 256, 0}};
-static const mma_tiles wgmma_dq[] = {{128, 64, 8, 64, 0}, {192, 64, 12, 128, 0}, {128, 32, 8, 256, 0}};
+static const mma_tiles wgmma_dq[] = {{128, 64, 8, 64, 0}, {192, 64, 12, 128, 0}, {128, 64, 8, 128, 0},
+                                     {128, 32, 8, 256, 0}};
+/* Both backward kernels where cp.async loads their tiles (strides past the TMA's, or the TMA
+   path off): two warpgroups. Its loop takes more registers (clang's build of the one-warpgroup
+   dK/dV spills at D 128, dQ's three warpgroups 201 against 168 with the TMA), and the tiles
+   above ran 5 % slower there at D 128 (H200, 4x16x4096x128: 3.95 against 3.78 ms). */
+static const mma_tiles wgmma_bwd_copy[] = {{128, 64, 8, 128, 0}, {128, 32, 8, 256, 0}};
 #define WGMMA_BWD_COLS 128
 
 /* Local memory of a wgmma tile, 1024-aligned: the forward holds q and two stages of K and V;
@@ -425,17 +433,20 @@ static uint64_t wgmma_local(const mma_tiles *t, int d, int kind)
     return 2 * (uint64_t)d * (held * (uint64_t)t->bm + 4 * (uint64_t)t->bn) + (kind == MMA_FWD ? 0 : 16u * t->bn) + 1024;
 }
 
-/* A kernel's wgmma tile for 16-bit head dims from 64 to 256; 0 when none fits. */
-static int wgmma_pick(const clkit_context *ctx, const problem *p, int kind, mma_tiles *out)
+/* A kernel's wgmma tile for 16-bit head dims from 64 to 256, loaded by the TMA or not, of at
+   most wg_limit work-items (0: the device's limit); 0 when none fits. */
+static int wgmma_pick(const clkit_context *ctx, const problem *p, int kind, bool tma, size_t wg_limit,
+                      mma_tiles *out)
 {
     int d = (int)p->d;
-    const mma_tiles *list = kind == MMA_FWD ? wgmma_fwd : kind == MMA_DKDV ? wgmma_dkdv : wgmma_dq;
-    size_t n = kind == MMA_FWD ? NTILES(wgmma_fwd) : kind == MMA_DKDV ? NTILES(wgmma_dkdv) : NTILES(wgmma_dq);
+    const mma_tiles *list = kind == MMA_FWD ? wgmma_fwd : !tma ? wgmma_bwd_copy : kind == MMA_DKDV ? wgmma_dkdv : wgmma_dq;
+    size_t n = kind == MMA_FWD ? NTILES(wgmma_fwd) : !tma ? NTILES(wgmma_bwd_copy)
+                                                   : kind == MMA_DKDV ? NTILES(wgmma_dkdv) : NTILES(wgmma_dq);
     if (p->dtype == CLKIT_F32 || d < 64 || !clkit_path_allowed(ctx, CLKIT_PATH_NV_WGMMA, CLKIT_FAMILY_ATTENTION))
         return 0;
     for (size_t i = 0; i < n; i++)
         if (d <= list[i].max_d && wgmma_local(&list[i], d, kind) <= ctx->props.local_mem_static &&
-            (size_t)list[i].warps * 32 <= ctx->props.max_work_group) {
+            (size_t)list[i].warps * 32 <= (wg_limit ? wg_limit : ctx->props.max_work_group)) {
             *out = list[i];
             return 1;
         }
@@ -495,10 +506,11 @@ static int matrix_pick(const problem *p, int kernel, mma_tiles *out)
 
 enum { ON_NV = 1, ON_AMD = 2, ON_WGMMA = 3 }; /* on[i] of a kernel on the fast path */
 
-/* A kernel's NVIDIA tile: wgmma's where it has one, else mma.sync's. */
+/* A kernel's NVIDIA tile: wgmma's where it has one (the TMA's; plan_attention takes
+   cp.async's where the TMA does not load), else mma.sync's. */
 static int nv_pick(const clkit_context *ctx, const problem *p, int kind, mma_tiles *out)
 {
-    if (wgmma_pick(ctx, p, kind, out)) return ON_WGMMA;
+    if (wgmma_pick(ctx, p, kind, true, 0, out)) return ON_WGMMA;
     return mma_pick(&ctx->props, (int)p->d, clkit_dtype_size(p->dtype), kind, out) ? ON_NV : 0;
 }
 
@@ -585,6 +597,8 @@ static clkit_status plan_attention(clkit_context *ctx, void *arg, size_t wg_limi
     if (ps->on[i] == ON_WGMMA && !clkit_path_allowed(ctx, CLKIT_PATH_NV_WGMMA, CLKIT_FAMILY_ATTENTION))
         ps->on[i] = nv_pick(ctx, ps->p, ps->kinds[i], &ps->mt[i]);
     bool amd = ps->on[i] == ON_AMD, wg = ps->on[i] == ON_WGMMA;
+    bool tma = wg && ps->tma_views && clkit_path_allowed(ctx, CLKIT_PATH_NV_TMA, CLKIT_FAMILY_ATTENTION);
+    if (wg) wgmma_pick(ctx, ps->p, ps->kinds[i], tma, wg_limit, &ps->mt[i]);
     clkit_path path = amd ? CLKIT_PATH_AMD_MFMA : wg ? CLKIT_PATH_NV_WGMMA : CLKIT_PATH_NV_MMA;
     size_t wave = amd ? 64 : 32;
     bool mma = ps->on[i] && clkit_path_allowed(ctx, path, CLKIT_FAMILY_ATTENTION) &&
@@ -601,7 +615,6 @@ static clkit_status plan_attention(clkit_context *ctx, void *arg, size_t wg_limi
         mma_options(ps->p, ps->bwd, mt, plan->options, sizeof plan->options);
         /* wgmma kernels load by the TMA where they may, by cp.async otherwise. */
         if (wg) {
-            bool tma = ps->tma_views && clkit_path_allowed(ctx, CLKIT_PATH_NV_TMA, CLKIT_FAMILY_ATTENTION);
             strncat(plan->options, tma ? " -D WGMMA -D TMA" : " -D WGMMA",
                     sizeof plan->options - strlen(plan->options) - 1);
             if (tma) path = CLKIT_PATH_NV_TMA;
