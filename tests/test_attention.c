@@ -360,19 +360,21 @@ START_TEST(dtypes)
 END_TEST
 
 /* The tensor-core kernels' shapes in f16, bf16 and f32 (3xTF32): every head dim they take
-   (f32 at 128 falls back to the portable backward), lengths at and off their 16-, 32-, 64- and
-   128-row blocks, grouped queries, aligned (B, L, H, D)-ordered inputs (the fast path),
-   unaligned ones and a strided head dimension (the portable path on the same device). Devices
-   without tensor cores run one case a dtype. */
+   (f32 at 128 falls back to the portable backward), lengths at and off their 16-, 32-, 64-,
+   128- and 192-row blocks (Hopper's dQ holds 192 queries at D 128), grouped queries, aligned
+   (B, L, H, D)-ordered inputs (the fast path), unaligned ones and a strided head dimension (the
+   portable path on the same device). Devices without tensor cores run one case a dtype. */
 START_TEST(tensor_core_shapes)
 {
     clkit_context *ctx = tu_ctx();
     static const clkit_dtype dts[] = {CLKIT_F16, CLKIT_BF16, CLKIT_F32};
-    static const int64_t dims[] = {16, 32, 64, 128}, lens[][2] = {{130, 130}, {64, 65}, {17, 200}, {200, 17}};
+    static const int64_t dims[] = {16, 32, 64, 128};
+    static const int64_t lens[][2] = {{130, 130}, {64, 65}, {17, 200}, {200, 17}, {400, 300}, {385, 385}};
+    size_t nlens = sizeof lens / sizeof *lens;
     int full = has_tensor_cores(ctx);
     for (size_t i = 0; i < 3; i++) {
         for (size_t d = 0; d < (full ? 4 : 1); d++)
-            for (size_t l = 0; l < (full ? 4 : 1); l++) {
+            for (size_t l = 0; l < (full ? nlens : 1); l++) {
                 acase c = basic(dts[i], dims[d], lens[l][0], lens[l][1], (int)(l % 2));
                 c.hq = 4, c.hkv = l < 2 ? 2 : 4;
                 c.in = l == 3 ? 's' : l == 2 ? 'p' : 'h';
