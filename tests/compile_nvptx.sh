@@ -218,12 +218,14 @@ attention() {
     done
   done
 }
-# attention_wgmma TABLE PASS VARIANTS: each tile (BLOCK_M, BLOCK_N, WARPS, largest head dim, -)
-# of host/ops/attention.c's TABLE for the head dims it serves (those above the previous tile's),
-# in each 16-bit dtype, for sm_90a, once a variant ("-" for none), the forward up to head dim 128
-# with the stagger of an H100's or H200's 132 units, as the host builds it. A build whose wgmma ptxas
-# serialises (it does so where it cannot prove that no other instruction touches an in-flight
-# wgmma's registers) fails: it would run, slowly.
+# attention_wgmma TABLE PASS VARIANTS KERNELS: each tile (BLOCK_M, BLOCK_N, WARPS, largest head
+# dim, -) of host/ops/attention.c's TABLE for the head dims it serves (those above the previous
+# tile's), in each 16-bit dtype, for sm_90a, once a variant ("-" for none), the forward up to head
+# dim 128 with the stagger of an H100's or H200's 132 units, as the host builds it. A build whose
+# wgmma ptxas serialises (it does so where it cannot prove that no other instruction touches an
+# in-flight wgmma's registers) fails: it would run, slowly. So does one where a kernel the table
+# serves (KERNELS) takes more registers than a compute unit's 64 K hold for its work-group: it
+# would not launch (the host would fall back to a smaller tile).
 attention_wgmma() {
   local tiles lo=32 d
   tiles=$(table "$root/host/ops/attention.c" "$1")
@@ -244,6 +246,13 @@ attention_wgmma() {
             echo "FAIL: attention $2 wgmma ${bm}x${bn} d$d $dt $variant: ptxas serialised its wgmma"
             pass=$((pass - 1)) fail=$((fail + 1))
           fi
+          for k in $4; do
+            regs=$(echo "$built" | grep -o "$k: [a-z0-9 ]*Used [0-9]* registers" | grep -o "Used [0-9]*" | grep -o "[0-9]*")
+            if [ -n "$regs" ] && [ $((regs * w * 32)) -gt 65536 ]; then
+              echo "FAIL: attention $2 wgmma ${bm}x${bn} d$d $dt $variant: $k takes $regs registers x $((w * 32)) work-items"
+              pass=$((pass - 1)) fail=$((fail + 1))
+            fi
+          done
         done
       done
     done
@@ -252,10 +261,10 @@ attention_wgmma() {
 }
 # the forward, loaded by cp.async and by the TMA; the backward (dK/dV and dQ) in the tiles of
 # each loader
-attention_wgmma wgmma_fwd FWD "- TMA"
-attention_wgmma wgmma_dkdv BWD TMA
-attention_wgmma wgmma_dq BWD TMA
-attention_wgmma wgmma_bwd_copy BWD -
+attention_wgmma wgmma_fwd FWD "- TMA" attn_fwd_wgmma
+attention_wgmma wgmma_dkdv BWD TMA attn_bwd_dkdv_wgmma
+attention_wgmma wgmma_dq BWD TMA attn_bwd_dq_wgmma
+attention_wgmma wgmma_bwd_copy BWD - "attn_bwd_dkdv_wgmma attn_bwd_dq_wgmma"
 
 # Decoding on the tensor cores (attn_decode_mma), as host/ops/attention.c's plan_decode_mma
 # builds it (sm_90 only), in each 16-bit dtype and head dim: register-loaded blocks up to 128,
