@@ -220,18 +220,20 @@ attention() {
 }
 # attention_wgmma TABLE PASS VARIANTS KERNELS: each tile (BLOCK_M, BLOCK_N, WARPS, largest head
 # dim, -) of host/ops/attention.c's TABLE for the head dims it serves (those above the previous
-# tile's), in each 16-bit dtype, for sm_90a, once a variant ("-" for none), the forward up to head
+# tile's, or the previous tile's own where both end at the same head dim: a fallback), in each
+# 16-bit dtype, for sm_90a, once a variant ("-" for none), the forward up to head
 # dim 128 with the stagger of an H100's or H200's 132 units, as the host builds it. A build whose
 # wgmma ptxas serialises (it does so where it cannot prove that no other instruction touches an
 # in-flight wgmma's registers) fails: it would run, slowly. So does one where a kernel the table
 # serves (KERNELS) takes more registers than a compute unit's 64 K hold for its work-group: it
 # would not launch (the host would fall back to a smaller tile).
 attention_wgmma() {
-  local tiles lo=32 d
+  local tiles lo=32 hi=32 d
   tiles=$(table "$root/host/ops/attention.c" "$1")
   [ -n "$tiles" ] || { echo "no $1 table in host/ops/attention.c"; fail=$((fail + 1)); }
   for t in $tiles; do
     IFS=, read -r bm bn w maxd _ <<<"$t"
+    [ "$maxd" -gt "$hi" ] && lo=$hi hi=$maxd
     for d in 64 128 256; do
       [ "$d" -gt "$lo" ] && [ "$d" -le "$maxd" ] || continue
       for dt in F16 BF16; do
@@ -256,7 +258,6 @@ attention_wgmma() {
         done
       done
     done
-    lo=$maxd
   done
 }
 # the forward, loaded by cp.async and by the TMA; the backward (dK/dV and dQ) in the tiles of
