@@ -433,15 +433,29 @@ static uint64_t wgmma_local(const mma_tiles *t, int d, int kind)
     return 2 * (uint64_t)d * (held * (uint64_t)t->bm + 4 * (uint64_t)t->bn) + (kind == MMA_FWD ? 0 : 16u * t->bn) + 1024;
 }
 
+/* The wgmma tiles of a kernel, loaded by the TMA or not; *n of them. */
+static const mma_tiles *wgmma_tiles(int kind, bool tma, size_t *n)
+{
+    if (kind == MMA_FWD) {
+        *n = NTILES(wgmma_fwd);
+        return wgmma_fwd;
+    }
+    if (!tma) {
+        *n = NTILES(wgmma_bwd_copy);
+        return wgmma_bwd_copy;
+    }
+    *n = kind == MMA_DKDV ? NTILES(wgmma_dkdv) : NTILES(wgmma_dq);
+    return kind == MMA_DKDV ? wgmma_dkdv : wgmma_dq;
+}
+
 /* A kernel's wgmma tile for 16-bit head dims from 64 to 256, loaded by the TMA or not, of at
    most wg_limit work-items (0: the device's limit); 0 when none fits. */
 static int wgmma_pick(const clkit_context *ctx, const problem *p, int kind, bool tma, size_t wg_limit,
                       mma_tiles *out)
 {
     int d = (int)p->d;
-    const mma_tiles *list = kind == MMA_FWD ? wgmma_fwd : !tma ? wgmma_bwd_copy : kind == MMA_DKDV ? wgmma_dkdv : wgmma_dq;
-    size_t n = kind == MMA_FWD ? NTILES(wgmma_fwd) : !tma ? NTILES(wgmma_bwd_copy)
-                                                   : kind == MMA_DKDV ? NTILES(wgmma_dkdv) : NTILES(wgmma_dq);
+    size_t n;
+    const mma_tiles *list = wgmma_tiles(kind, tma, &n);
     if (p->dtype == CLKIT_F32 || d < 64 || !clkit_path_allowed(ctx, CLKIT_PATH_NV_WGMMA, CLKIT_FAMILY_ATTENTION))
         return 0;
     for (size_t i = 0; i < n; i++)
