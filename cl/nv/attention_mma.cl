@@ -328,16 +328,20 @@ INLINE float quad_sum(float x) { x += nv_shfl_xor(x, 1); return x + nv_shfl_xor(
 #endif
 
 /* rows x HEAD_DIM elements from src (row r at src + r * row_stride) into a tile of panels;
-   rows from `valid` on are zero-filled without reading. */
+   rows from `valid` on are zero-filled without reading. Every work-item takes the same number
+   of chunks: the tiles cp.async loads (BLOCK_M and BLOCK_N rows; the host's wgmma_bwd_copy in
+   the backward) divide into the work-group. */
+#if !defined(TMA) && ((BLOCK_M * DCH) % MMA_WG || (BLOCK_N * DCH) % MMA_WG)
+#error "copy_panels: a tile's 16-byte chunks must divide into the work-group"
+#endif
 INLINE void copy_panels(__local uchar *tile, __global const raw_t *src, long row_stride, int rows,
                         int valid, int tid)
 {
     #pragma unroll
-    for (int i = 0; i < (rows * DCH + MMA_WG - 1) / MMA_WG; i++) {
+    for (int i = 0; i < rows * DCH / MMA_WG; i++) {
         int e = i * MMA_WG + tid, r = e / DCH, c = e % DCH, ok = r < valid;
-        if ((rows * DCH) % MMA_WG == 0 || e < rows * DCH)
-            nv_cp_async16(tile + nv_wgmma_offset(r, c, rows),
-                          src + (ok ? r * row_stride + c * CHUNK : 0), ok ? 16u : 0u);
+        nv_cp_async16(tile + nv_wgmma_offset(r, c, rows),
+                      src + (ok ? r * row_stride + c * CHUNK : 0), ok ? 16u : 0u);
     }
 }
 
