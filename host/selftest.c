@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_BUFFERS 24
+#define MAX_BUFFERS 48
 
 /* One test's host arrays and device buffers, freed together. */
 typedef struct kat {
@@ -141,54 +141,55 @@ typedef struct head_ref {
     double *o, *lse, *dq, *dk, *dv;
 } head_ref;
 
-enum { AB = 1, AH = 2, AL = 80, AD = 64 };
+enum { AB = 1, AH = 2, AL = 80 };
 
-static void attention_head(const head_ref *h, double scale)
+static void attention_head(const head_ref *h, double scale, int dim)
 {
     double p[AL], dp[AL];
     for (int i = 0; i < AL; i++) {
         double m = -INFINITY, sum = 0, delta = 0;
         for (int j = 0; j <= i; j++) {
             p[j] = 0;
-            for (int d = 0; d < AD; d++) p[j] += h->q[i * AD + d] * h->k[j * AD + d];
+            for (int d = 0; d < dim; d++) p[j] += h->q[i * dim + d] * h->k[j * dim + d];
             p[j] *= scale;
             m = fmax(m, p[j]);
         }
         for (int j = 0; j <= i; j++) sum += p[j] = exp(p[j] - m);
         h->lse[i] = m + log(sum);
         for (int j = 0; j <= i; j++) p[j] /= sum;
-        for (int d = 0; d < AD; d++) {
+        for (int d = 0; d < dim; d++) {
             double o = 0;
-            for (int j = 0; j <= i; j++) o += p[j] * h->v[j * AD + d];
-            h->o[i * AD + d] = o;
-            delta += o * h->dout[i * AD + d];
+            for (int j = 0; j <= i; j++) o += p[j] * h->v[j * dim + d];
+            h->o[i * dim + d] = o;
+            delta += o * h->dout[i * dim + d];
         }
         for (int j = 0; j <= i; j++) {
             dp[j] = 0;
-            for (int d = 0; d < AD; d++) dp[j] += h->dout[i * AD + d] * h->v[j * AD + d];
+            for (int d = 0; d < dim; d++) dp[j] += h->dout[i * dim + d] * h->v[j * dim + d];
             double ds = p[j] * (dp[j] - delta) * scale;
-            for (int d = 0; d < AD; d++) {
-                h->dq[i * AD + d] += ds * h->k[j * AD + d];
-                h->dk[j * AD + d] += ds * h->q[i * AD + d];
-                h->dv[j * AD + d] += p[j] * h->dout[i * AD + d];
+            for (int d = 0; d < dim; d++) {
+                h->dq[i * dim + d] += ds * h->k[j * dim + d];
+                h->dk[j * dim + d] += ds * h->q[i * dim + d];
+                h->dv[j * dim + d] += p[j] * h->dout[i * dim + d];
             }
         }
     }
 }
 
-/* Causal f16 attention, forward then backward, B 1, H 2, L 80 (no tile divides it), D 64. */
-static bool attention_answers(kat *t)
+/* Causal f16 attention, forward then backward, B 1, H 2, L 80 (no tile divides it), head dim
+   dim: 64, and 128, whose backward on Hopper passes dS through memory. */
+static bool attention_answers(kat *t, int dim)
 {
-    const size_t n = (size_t)AB * AH * AL * AD, rows = (size_t)AB * AH * AL;
-    const int64_t shape[4] = {AB, AH, AL, AD}, lshape[3] = {AB, AH, AL};
+    const size_t n = (size_t)AB * AH * AL * dim, rows = (size_t)AB * AH * AL;
+    const int64_t shape[4] = {AB, AH, AL, dim}, lshape[3] = {AB, AH, AL};
     double *q = inputs(t, n, 3), *k = inputs(t, n, 4), *v = inputs(t, n, 5), *dout = inputs(t, n, 6);
     double *o = host(t, n), *lse = host(t, rows), *dq = host(t, n), *dk = host(t, n), *dv = host(t, n);
     if (t->s) return false;
-    const double scale = 1.0 / sqrt((double)AD);
+    const double scale = 1.0 / sqrt((double)dim);
     for (int h = 0; h < AB * AH; h++) {
-        size_t at = (size_t)h * AL * AD;
+        size_t at = (size_t)h * AL * dim;
         head_ref r = {q + at, k + at, v + at, dout + at, o + at, lse + (size_t)h * AL, dq + at, dk + at, dv + at};
-        attention_head(&r, scale);
+        attention_head(&r, scale, dim);
     }
     clkit_tensor tq = tensor(t, CLKIT_F16, 4, shape, q), tk = tensor(t, CLKIT_F16, 4, shape, k);
     clkit_tensor tv = tensor(t, CLKIT_F16, 4, shape, v), tdo = tensor(t, CLKIT_F16, 4, shape, dout);
@@ -207,35 +208,35 @@ static bool attention_answers(kat *t)
            matches(t, "attention dv", download(t, &tdv), dv, n, 3e-2);
 }
 
-enum { DH = 2, DL = 300 };
+enum { DH = 2, DL = 300, DD = 64 };
 
 /* Decoding (flash-decoding's split keys): f16, one query in each of two heads that share a kv
    head, 300 keys, D 64, not causal. */
 static bool decode_answers(kat *t)
 {
-    const int64_t qs[4] = {1, DH, 1, AD}, ks[4] = {1, 1, DL, AD}, ls[3] = {1, DH, 1};
-    double *q = inputs(t, DH * AD, 7), *k = inputs(t, DL * AD, 8), *v = inputs(t, DL * AD, 9);
-    double *o = host(t, DH * AD), *lse = host(t, DH), p[DL];
+    const int64_t qs[4] = {1, DH, 1, DD}, ks[4] = {1, 1, DL, DD}, ls[3] = {1, DH, 1};
+    double *q = inputs(t, DH * DD, 7), *k = inputs(t, DL * DD, 8), *v = inputs(t, DL * DD, 9);
+    double *o = host(t, DH * DD), *lse = host(t, DH), p[DL];
     if (t->s) return false;
-    const double scale = 1.0 / sqrt((double)AD);
+    const double scale = 1.0 / sqrt((double)DD);
     for (int h = 0; h < DH; h++) {
         double m = -INFINITY, sum = 0;
         for (int j = 0; j < DL; j++) {
             p[j] = 0;
-            for (int d = 0; d < AD; d++) p[j] += q[h * AD + d] * k[j * AD + d] * scale;
+            for (int d = 0; d < DD; d++) p[j] += q[h * DD + d] * k[j * DD + d] * scale;
             m = fmax(m, p[j]);
         }
         for (int j = 0; j < DL; j++) sum += p[j] = exp(p[j] - m);
         lse[h] = m + log(sum);
-        for (int d = 0; d < AD; d++)
-            for (int j = 0; j < DL; j++) o[h * AD + d] += p[j] / sum * v[j * AD + d];
+        for (int d = 0; d < DD; d++)
+            for (int j = 0; j < DL; j++) o[h * DD + d] += p[j] / sum * v[j * DD + d];
     }
     clkit_tensor tq = tensor(t, CLKIT_F16, 4, qs, q), tk = tensor(t, CLKIT_F16, 4, ks, k);
     clkit_tensor tv = tensor(t, CLKIT_F16, 4, ks, v), to = tensor(t, CLKIT_F16, 4, qs, NULL);
     clkit_tensor tl = tensor(t, CLKIT_F32, 3, ls, NULL);
     clkit_attention_options opt = clkit_attention_defaults();
     if (!t->s) t->s = clkit_attention_forward(t->ctx, &tq, &tk, &tv, &opt, &to, &tl);
-    return matches(t, "decoding o", download(t, &to), o, DH * AD, 1e-2) &&
+    return matches(t, "decoding o", download(t, &to), o, DH * DD, 1e-2) &&
            matches(t, "decoding lse", download(t, &tl), lse, DH, 1e-3);
 }
 
@@ -330,7 +331,7 @@ bool clkit_selftest_run(clkit_context *ctx, clkit_path path, clkit_family family
     bool recording = ctx->recording; /* the test's kernels are not the caller's to time */
     ctx->recording = false;
     bool ok = family == CLKIT_FAMILY_MATMUL          ? matmul_answers(&t, path)
-              : family == CLKIT_FAMILY_ATTENTION     ? attention_answers(&t) && decode_answers(&t)
+              : family == CLKIT_FAMILY_ATTENTION     ? attention_answers(&t, 64) && attention_answers(&t, 128) && decode_answers(&t)
               : family == CLKIT_FAMILY_CROSS_ENTROPY ? cross_entropy_answers(&t)
               : family == CLKIT_FAMILY_SOFTMAX       ? softmax_answers(&t)
                                                      : layernorm_answers(&t);

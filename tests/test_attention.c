@@ -406,6 +406,31 @@ START_TEST(wide_heads)
 }
 END_TEST
 
+/* Head dim 128 in 16 bits, whose backward on Hopper writes dS for dQ to read (the scratch
+   held to CLKIT_ATTN_DS_MB): three batches with the cap at 1 MiB, which holds the tiles of 3,
+   10 and 1 kv heads here (chunks that cross batches, a short last chunk, a chunk a head);
+   grouped-query ratios 2, 1 and 4, both causal alignments, lengths no tile divides; then the
+   same with the path off (cap 0). */
+START_TEST(ds_chunks)
+{
+    clkit_context *ctx = tu_ctx();
+    static const int64_t lens[][3] = {{200, 300, CLKIT_CAUSAL_TOP_LEFT}, {130, 200, CLKIT_CAUSAL_NONE},
+                                      {300, 200, CLKIT_CAUSAL_BOTTOM_RIGHT}};
+    static const char *caps[] = {"1", "0"};
+    int full = has_tensor_cores(ctx);
+    for (size_t m = 0; m < (full ? 2 : 1); m++) {
+        tu_setenv("CLKIT_ATTN_DS_MB", caps[m]);
+        for (size_t i = 0; i < (full ? 3 : 1); i++) {
+            acase c = basic(i % 2 ? CLKIT_BF16 : CLKIT_F16, 128, lens[i][0], lens[i][1], (int)lens[i][2]);
+            c.b = 3, c.hq = 4, c.hkv = i == 0 ? 2 : i == 1 ? 4 : 1;
+            check_case(ctx, &c);
+        }
+    }
+    tu_unsetenv("CLKIT_ATTN_DS_MB");
+    clkit_context_release(ctx);
+}
+END_TEST
+
 /* The lines of the kernel builds logged through CLKIT_BUILD_LOG at path, NUL-terminated. */
 static char *build_lines(const char *path)
 {
@@ -900,6 +925,7 @@ int main(void)
     tcase_add_test(tc, dtypes);
     tcase_add_test(tc, tensor_core_shapes);
     tcase_add_test(tc, wide_heads);
+    tcase_add_test(tc, ds_chunks);
     tcase_add_test(tc, layouts);
     tcase_add_test(tc, options);
     tcase_add_test(tc, bottom_right);

@@ -1261,6 +1261,38 @@ INLINE void wg_score_pair(score_acc s, score_acc dp, __local const uchar *a, __l
     wg_pin(&dp[0][0][0], BLOCK_N / 2);
 }
 
+#if defined(DS_TILES)
+/* dS through memory (-D DS_TILES; the host sets it for 16-bit head dims up to 128 on the
+   TMA): the dK/dV kernel has every dS block that dQ needs in its registers as the A fragments
+   of dK += dS^T q. Recomputing them in the dQ kernel costs two of the backward's seven
+   products (S and dP again; FlashAttention-3 does five and adds dQ by atomics, which clkit's
+   deterministic gradients rule out). Instead dK/dV writes each warpgroup's dS^T, 64 keys x 64
+   queries, as one 8 KiB tile laid out as local memory wants it for wgmma (keys along the
+   tile, queries in the 128-byte swizzle: a transposed A operand), and attn_bwd_dq_ds_wgmma
+   streams those tiles with K, one product a block: 2 bytes a score written and read once
+   (DRAM, overlapped with the dK/dV products) for two products recomputed. Tiles are
+   [query head][query block][key block] of a scratch that holds the query heads of ds_count kv
+   heads from ds_g0 on, counted across batches (b x Hkv + kv): the host runs both kernels a
+   chunk of kv heads at a time where all would not fit its scratch, their grids over the
+   chunk's heads. */
+#define DS_PARAMS , __global uchar *ds_tiles, int ds_g0, int ds_count
+#define DS_G0 ds_g0
+#define DS_HEADS(all) ds_count
+#define DS_TILE (64 * 64 * ESIZE)
+#if BLOCK_N != 64 || OUT_DIM != HEAD_DIM || BLOCK_M % 64 || ESIZE != 2 || !defined(TMA)
+#error "DS_TILES: 64 x 64 tiles of 16-bit dS, head dims up to 128, loaded by the TMA"
+#endif
+INLINE __global uchar *ds_tile(__global uchar *tiles, int bh, int qb, int kb, int Lq, int Lk)
+{
+    long nq = (Lq + 63) / 64, nk = (Lk + 63) / 64;
+    return tiles + (((long)bh * nq + qb) * nk + kb) * DS_TILE;
+}
+#else
+#define DS_PARAMS
+#define DS_G0 0
+#define DS_HEADS(all) (all)
+#endif
+
 /* Grid (B x Hq x query blocks x MMA_WG), in sectioned_block's order; otherwise as
    attn_bwd_dq_mma. Key block t goes to stage t % 2 while the warps compute block t - 1. dQ
    keeps every column, as DQ_PARTS accumulators of OUT_DIM: its scores are computed once
@@ -1274,7 +1306,7 @@ INLINE void wg_score_pair(score_acc s, score_acc dp, __local const uchar *a, __l
 __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dq_wgmma(
     IN(q), IN(k), IN(v), IN(dout), __global const float *lse, long lse_off, long4 lse_st,
     __global const float *delta, OUT(dq), int Hq, int group, int Lq, int Lk, int diag,
-    float scale2, float scale, int B, int section, int dq_chunks TMA_PARAMS)
+    float scale2, float scale, int B, int section, int dq_chunks TMA_PARAMS DS_PARAMS)
 {
     __local uint4 words[(2 * TILE_BYTES(BLOCK_M) + 2 * DQ_STAGE + 1024) / 16];
     __local uchar *qs = (__local uchar *)words + (1024 - nv_shared(words) % 1024) % 1024;
@@ -1372,6 +1404,37 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dq_wg
    by cp.async beside them) while the warps compute step t - 1. */
 #define KV_STAGE (2 * TILE_BYTES(BLOCK_N))
 
+#if defined(DS_TILES)
+/* Keys from Lk on out of the scores (dK/dV's rows): their zero-filled K rows would give P =
+   2^-lse2, which overflows for a row of very negative scores, and dQ would multiply the
+   resulting inf by a zero K row. */
+INLINE void mask_rows(score_acc s, int row0, int Lk)
+{
+    #pragma unroll
+    for (int i = 0; i < FRAG_M; i++)
+        #pragma unroll
+        for (int j = 0; j < NF; j++)
+            #pragma unroll
+            for (int e = 0; e < 4; e++)
+                if (row0 + i * 16 + (e / 2) * 8 >= Lk) s[i][j][e] = -INFINITY;
+}
+
+/* The warpgroup's dS^T fragments (da, as wg_product_issue packed them) into its tile: a warp's
+   register holds one 8 x 8 block (8 keys, 8 queries: lane pair (row lane / 4, queries
+   2 (lane % 4), +1)), which goes out as one 128-byte line, the block's rows 16 bytes apart:
+   wgmma's core matrix without swizzle. Block (key group kg, query group qg) at (kg * 8 + qg) *
+   128. (16 bytes in each of 8 rows a store, the swizzled layout, cost the dK/dV kernel
+   50-90 % more time: eight lines a warp's store.) */
+INLINE void store_ds(__global uchar *tile, const uint *da, int wm, int lane)
+{
+    #pragma unroll
+    for (int j = 0; j < BLOCK_N / 8; j++)
+        #pragma unroll
+        for (int hh = 0; hh < 2; hh++)
+            *(__global uint *)(tile + ((wm % 64 / 8 + hh) * 8 + j) * 128 + lane * 4) = da[2 * j + hh];
+}
+#endif
+
 /* Step t's (query head, first query) of the walk. */
 INLINE int2 dkdv_step(int t, int kv, int group, int n_start, int per_head)
 {
@@ -1381,7 +1444,7 @@ INLINE int2 dkdv_step(int t, int kv, int group, int n_start, int per_head)
 __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dkdv_wgmma(
     IN(q), IN(k), IN(v), IN(dout), __global const float *lse, long lse_off, long4 lse_st,
     __global const float *delta, OUT(dk), OUT(dv), int Hq, int group, int Lq, int Lk, int diag,
-    float scale2, float scale, int B, int section, int dkdv_chunks TMA_PARAMS)
+    float scale2, float scale, int B, int section, int dkdv_chunks TMA_PARAMS DS_PARAMS)
 {
     __local uint4 words[(2 * TILE_BYTES(BLOCK_M) + 2 * KV_STAGE + 16 * BLOCK_N + 1024) / 16];
     __local uchar *ks = (__local uchar *)words + (1024 - nv_shared(words) % 1024) % 1024;
@@ -1389,8 +1452,8 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dkdv_
     __local float *stats = (__local float *)(stages + 2 * KV_STAGE);
     int tid = get_local_id(0), lane = tid % 32, wm = tid / 32 * 16, g = tid / 128;
     int Hkv = Hq / group;
-    int2 hb = sectioned_block(B * Hkv, (Lk + BLOCK_M - 1) / BLOCK_M, section);
-    int bg = hb.x, b = bg / Hkv, kv = bg % Hkv;
+    int2 hb = sectioned_block(DS_HEADS(B * Hkv), (Lk + BLOCK_M - 1) / BLOCK_M, section);
+    int bg = DS_G0 + hb.x, b = bg / Hkv, kv = bg % Hkv;
     int m0 = hb.y * BLOCK_M, rows = min(BLOCK_M, Lk - m0);
     int row0 = m0 + wm + lane / 4, col_lane = 2 * (lane % 4);
     int n_start = queries_start(m0, diag);
@@ -1461,10 +1524,14 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dkdv_
                        delta + delta_b + (long)hn.x * Lq, lse_st.s2, hn.y, queries, tid);
         }
         nv_cp_async_commit();
-        int n0 = dkdv_step(t, kv, group, n_start, per_head).y;
+        int2 step = dkdv_step(t, kv, group, n_start, per_head);
+        int n0 = step.y;
         score_acc s, dp;
         wg_score_pair(s, dp, ks + g * PANEL_BYTES(64), vs + g * PANEL_BYTES(64), slot, slot + TILE_BYTES(BLOCK_N));
         if (hidden(m0 + BLOCK_M - 1, n0, diag)) mask_acc(s, row0, n0 + col_lane, Lq, diag, 0);
+#if defined(DS_TILES)
+        if (m0 + BLOCK_M > Lk) mask_rows(s, row0, Lk);
+#endif
         probabilities_cols(s, dp, scale2, stats + (t % 2) * 2 * BLOCK_N, col_lane);
         /* Both products in flight at once, one wait. */
         uint pa[BLOCK_N / 4], da[BLOCK_N / 4];
@@ -1475,6 +1542,9 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dkdv_
         wg_pin(&dk_acc[0][0][0], OUT_DIM / 2);
         wg_pin_frags(pa);
         wg_pin_frags(da);
+#if defined(DS_TILES)
+        store_ds(ds_tile(ds_tiles, b * Hq + step.x - DS_G0 * group, n0 / 64, m0 / 64 + g, Lq, Lk), da, wm, lane);
+#endif
     }
     if (dkdv_chunks) {
         held_tiles_free();
@@ -1488,5 +1558,104 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dkdv_
     store_held(dv + HEAD(dv, b, kv) + out_col0() * dv_st.s3, dv_st.s2, dv_st.s3, dv_acc, row0, col_lane, Lk, 1.0f);
     store_held(dk + HEAD(dk, b, kv) + out_col0() * dk_st.s3, dk_st.s2, dk_st.s3, dk_acc, row0, col_lane, Lk, scale);
 }
+
+#if defined(DS_TILES)
+/* dQ += dS K for the warpgroup's 64 queries, dS its stored tile (a transposed A: core
+   matrices 128 bytes apart along the queries, 1024 along the keys), K the streamed block's
+   panels; committed, not waited for. */
+INLINE void wg_ds_product_issue(float *acc, __local const uchar *ds, __local const uchar *ks)
+{
+    nv_wgmma_fence();
+    #pragma unroll
+    for (int kk = 0; kk < BLOCK_N / 16; kk++) {
+        ulong da = nv_wgmma_desc_plain(ds + kk * 2048, 1024, 128);
+        ulong db = nv_wgmma_desc(ks + kk * 16 * 128, PANEL_BYTES(BLOCK_N), 1024);
+        CLKIT_CAT(NV_WGMMA_, OUT_DIM)(acc, WG_TYPE, "1", "1", da, db);
+    }
+    nv_wgmma_commit();
+}
+
+/* Key blocks of 64 that queries q0 .. q0 + 63 (those below Lq) see: the dS tiles dK/dV wrote
+   for them. */
+INLINE int ds_steps(int q0, int Lq, int Lk, int diag)
+{
+    int rows = min(64, Lq - q0);
+    return rows > 0 ? (keys_end(q0, rows, Lk, diag) + 63) / 64 : 0;
+}
+
+/* Step t's K block and the dS tiles of the warpgroups that see it into stage, on one
+   mbarrier: thread 0's. */
+INLINE void ds_stage_load(__local uchar *stage, __global const ulong16 *maps, __global const uchar *tiles,
+                          int bh, int b, int kv, int m0, int t, int Lq, int Lk, int diag, __local ulong *bar)
+{
+    int n = 0;
+    for (int w = 0; w < BLOCK_M / 64; w++) n += t < ds_steps(m0 + 64 * w, Lq, Lk, diag);
+    nv_mbar_expect(bar, TILE_BYTES(BLOCK_N) + n * DS_TILE);
+    #pragma unroll
+    for (int p = 0; p < HEAD_DIM / 64; p++)
+        nv_tma_load4(stage + p * PANEL_BYTES(BLOCK_N), maps + 1, 64 * p, t * 64, kv, b, bar);
+    for (int w = 0; w < BLOCK_M / 64; w++)
+        if (t < ds_steps(m0 + 64 * w, Lq, Lk, diag))
+            nv_bulk_load(stage + TILE_BYTES(BLOCK_N) + w * DS_TILE,
+                         ds_tile((__global uchar *)tiles, bh, m0 / 64 + w, t, Lq, Lk), DS_TILE, bar);
+}
+
+/* attn_bwd_dq_wgmma's grid and arguments (q, v, dO, lse, delta and scale2 unused), dS read
+   from the tiles instead of recomputed: a DS_STAGES-deep ring of K blocks and dS tiles, each
+   warpgroup's product over the blocks its queries see. */
+#define DS_STAGE (TILE_BYTES(BLOCK_N) + BLOCK_M / 64 * DS_TILE)
+/* 4 stages at D 128 (the only head dim that takes this kernel: 40 KiB a stage, one
+   work-group a unit with 3 or 4): H200, 0.663 ms at 4x16x4096x128 against 0.679 with 3 and
+   0.929 with 2. */
+#define DS_STAGES 4
+__kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dq_ds_wgmma(
+    IN(q), IN(k), IN(v), IN(dout), __global const float *lse, long lse_off, long4 lse_st,
+    __global const float *delta, OUT(dq), int Hq, int group, int Lq, int Lk, int diag,
+    float scale2, float scale, int B, int section, int dq_chunks TMA_PARAMS DS_PARAMS)
+{
+    __local uint4 words[(DS_STAGES * DS_STAGE + 1024) / 16];
+    __local uchar *stages = (__local uchar *)words + (1024 - nv_shared(words) % 1024) % 1024;
+    __local ulong bars[DS_STAGES];
+    int tid = get_local_id(0), lane = tid % 32, wm = tid / 32 * 16, g = tid / 128;
+    int2 hb = sectioned_block(ds_count * group, (Lq + BLOCK_M - 1) / BLOCK_M, section);
+    int bh = hb.x, b = (ds_g0 * group + bh) / Hq, h = (ds_g0 * group + bh) % Hq;
+    int m0 = query_block_at(hb.y, Lq, diag < Lk);
+    int rows = min(BLOCK_M, Lq - m0), row0 = m0 + wm + lane / 4, col_lane = 2 * (lane % 4);
+    int mine = ds_steps(m0 + 64 * g, Lq, Lk, diag), steps = 0;
+    for (int w = 0; w < BLOCK_M / 64; w++) steps = max(steps, ds_steps(m0 + 64 * w, Lq, Lk, diag));
+    if (tid == 0) {
+        tma_init(bars, DS_STAGES, 1, maps);
+        for (int t = 0; t < DS_STAGES - 1 && t < steps; t++)
+            ds_stage_load(stages + t * DS_STAGE, maps, ds_tiles, bh, b, h / group, m0, t, Lq, Lk, diag, bars + t);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    held_acc acc;
+    zero_held(acc);
+    for (int t = 0; t < steps; t++) {
+        /* Step t has landed, and every warpgroup is done with step t - 1, whose stage step
+           t + DS_STAGES - 1 takes. */
+        __local uchar *stage = stages + (t % DS_STAGES) * DS_STAGE;
+        nv_mbar_wait(bars + t % DS_STAGES, (t / DS_STAGES) & 1);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        int ahead = t + DS_STAGES - 1;
+        if (tid == 0 && ahead < steps)
+            ds_stage_load(stages + (ahead % DS_STAGES) * DS_STAGE, maps, ds_tiles, bh, b, h / group, m0, ahead,
+                          Lq, Lk, diag, bars + ahead % DS_STAGES);
+        if (t < mine) {
+            wg_ds_product_issue(&acc[0][0][0], stage + TILE_BYTES(BLOCK_N) + g * DS_TILE, stage);
+            NV_WGMMA_WAIT(0);
+            wg_pin(&acc[0][0][0], OUT_DIM / 2);
+        }
+    }
+    if (dq_chunks) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        stage_held(stages, acc, scale, wm, lane);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        store_rows(dq + HEAD(dq, b, h) + m0 * dq_st.s2, dq_st.s2, stages, rows, tid);
+        return;
+    }
+    store_held(dq + HEAD(dq, b, h), dq_st.s2, dq_st.s3, acc, row0, col_lane, Lq, scale);
+}
+#endif
 #endif
 #endif

@@ -209,6 +209,14 @@ NV_INLINE ulong nv_wgmma_desc(__local const void *start, uint lead, uint stride)
            (ulong)(stride >> 4) << 32 | 1ul << 62;
 }
 
+/* The same for a tile without swizzle (8 x 16-byte core matrices, each 128 contiguous bytes):
+   lead and stride the byte offsets between core matrices along the two dimensions (for an M-
+   or N-major operand, lead steps along K and stride along M or N). */
+NV_INLINE ulong nv_wgmma_desc_plain(__local const void *start, uint lead, uint stride)
+{
+    return (ulong)((nv_shared(start) & 0x3ffff) >> 4) | (ulong)(lead >> 4) << 16 | (ulong)(stride >> 4) << 32;
+}
+
 /* Byte offset of 16-byte chunk `chunk` of row `row` in a tile laid out for that swizzle:
    panels of 8 chunks (128 bytes) a row, `rows` rows each, one after another. A K-major
    operand of 64 16-bit elements a row is one panel; wider rows and M- or N-major operands
@@ -322,6 +330,14 @@ NV_INLINE void nv_tma_load4(__local void *dst, __global const ulong16 *map, int 
                             ".mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];")
                      :: "r"(nv_shared(dst)), "l"(map), "r"(x), "r"(y), "r"(z), "r"(w),
                         "r"(nv_shared(bar)) : "memory");
+}
+
+/* `bytes` contiguous bytes (a multiple of 16, both addresses 16-byte aligned) from src to dst
+   by the copy unit, without a tensor map; one of bar's transactions, as nv_tma_load. */
+NV_INLINE void nv_bulk_load(__local void *dst, __global const void *src, uint bytes, __local ulong *bar)
+{
+    __asm__ volatile(NV_90A("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];")
+                     :: "r"(nv_shared(dst)), "l"(src), "r"(bytes), "r"(nv_shared(bar)) : "memory");
 }
 
 /* d (64 x n f32: n / 2 a thread, laid out as n / 8 m16n8 accumulator fragments) += a * b, both

@@ -565,6 +565,8 @@ typedef struct pass {
     int tma_views;    /* the TMA can read every input (clkit_tma_strides; the rest of the rules
                          are mma_view's) */
     int i;            /* the kernel being planned */
+    int ds;           /* the backward passes dS through memory (ds_suits; DS_TILES) */
+    int ds_lost;      /* ... but a kernel of it was planned off the TMA */
     blocking chosen[3];
 } pass;
 
@@ -613,6 +615,8 @@ static clkit_status plan_attention(clkit_context *ctx, void *arg, size_t wg_limi
     bool amd = ps->on[i] == ON_AMD, wg = ps->on[i] == ON_WGMMA;
     bool tma = wg && ps->tma_views && clkit_path_allowed(ctx, CLKIT_PATH_NV_TMA, CLKIT_FAMILY_ATTENTION);
     if (wg) wgmma_pick(ctx, ps->p, ps->kinds[i], tma, wg_limit, &ps->mt[i]);
+    bool ds = ps->ds && !delta && wg && tma;
+    ps->ds_lost |= ps->ds && !delta && !ds;
     clkit_path path = amd ? CLKIT_PATH_AMD_MFMA : wg ? CLKIT_PATH_NV_WGMMA : CLKIT_PATH_NV_MMA;
     size_t wave = amd ? 64 : 32;
     bool mma = ps->on[i] && clkit_path_allowed(ctx, path, CLKIT_FAMILY_ATTENTION) &&
@@ -625,12 +629,14 @@ static clkit_status plan_attention(clkit_context *ctx, void *arg, size_t wg_limi
            delta kernel is shared). */
         const char *name = ps->names_mma[i], *suffix = amd ? "_matrix" : wg ? "_wgmma" : "_mma";
         size_t stem = strlen(name) - (delta ? 0 : 4);
-        snprintf(plan->name, sizeof plan->name, "%.*s%s", (int)stem, name, delta ? "" : suffix);
+        bool dq = ds && ps->kinds[i] == MMA_DQ;
+        snprintf(plan->name, sizeof plan->name, "%.*s%s%s", (int)stem, name, dq ? "_ds" : "", delta ? "" : suffix);
         mma_options(ps->p, ps->bwd, mt, plan->options, sizeof plan->options);
         /* wgmma kernels load by the TMA where they may, by cp.async otherwise. */
         if (wg) {
             strncat(plan->options, tma ? " -D WGMMA -D TMA" : " -D WGMMA",
                     sizeof plan->options - strlen(plan->options) - 1);
+            if (ds) strncat(plan->options, " -D DS_TILES", sizeof plan->options - strlen(plan->options) - 1);
             if (tma) path = CLKIT_PATH_NV_TMA;
             if (!ps->bwd) stagger_options(ctx, ps->p, mt, plan->options, sizeof plan->options);
         }
@@ -653,6 +659,35 @@ static clkit_status plan_attention(clkit_context *ctx, void *arg, size_t wg_limi
     return CLKIT_OK;
 }
 
+static size_t groups_of(int64_t rows, int block) { return (size_t)((rows + block - 1) / block); }
+
+/* The dS tiles' scratch for one kv head: 64 x 64 16-bit scores a tile, every (query block, key
+   block) of each query head it serves. */
+static uint64_t ds_head_bytes(const problem *p)
+{
+    return (uint64_t)(p->hq / p->hkv) * groups_of(p->lq, 64) * groups_of(p->lk, 64) * 64 * 64 * 2;
+}
+
+/* The most scratch the dS tiles may take: CLKIT_ATTN_DS_MB mebibytes (0: the path off),
+   default 2048, within the device's largest allocation. */
+static uint64_t ds_cap(const clkit_context *ctx)
+{
+    const char *env = getenv("CLKIT_ATTN_DS_MB");
+    uint64_t cap = (env ? strtoull(env, NULL, 10) : 2048) << 20;
+    return cap < ctx->props.max_alloc ? cap : ctx->props.max_alloc;
+}
+
+/* Whether the backward passes dS through memory (cl/nv/attention_mma.cl's DS_TILES): 16-bit
+   head dim 128 on wgmma with the TMA (dK/dV's tiles there are 64 keys by 64 queries), where
+   one kv head's tiles fit the scratch cap. At D 64 the dS round trip (2 bytes a score written
+   and read back) cost more than the two products it saves: H200, causal 8x16x4096x64, 2.35
+   against 2.12 ms; at D 128 it won (4x16x4096x128: 2.90 against 3.34; docs/attention.md). */
+static int ds_suits(const clkit_context *ctx, const problem *p)
+{
+    return p->d == 128 && p->dtype != CLKIT_F32 && p->lq > 0 && p->lk > 0 && p->hq > 0 &&
+           ds_head_bytes(p) <= ds_cap(ctx);
+}
+
 /* Whether kernel k, planned on the portable tiles, fits the device's local memory. */
 static bool local_fits(clkit_context *ctx, cl_kernel k)
 {
@@ -668,13 +703,20 @@ static bool local_fits(clkit_context *ctx, cl_kernel k)
 static clkit_status choose_kernels(clkit_context *ctx, const problem *p, int bwd,
                                    const clkit_tensor *const *ins, int nin, const int *kinds,
                                    const char *const *names_mma, const char *const *names_portable,
-                                   int n, cl_kernel *ks, blocking *out, clkit_plan *plans)
+                                   int n, cl_kernel *ks, blocking *out, clkit_plan *plans, int *ds)
 {
     pass ps = {.p = p, .bwd = bwd, .names_mma = names_mma, .names_portable = names_portable,
                .kinds = kinds, .ncands = -1, .tma_views = 1};
     mma_choice(ctx, p, ins, nin, kinds, n, ps.mt, ps.on);
     for (int i = 0; i < nin; i++) ps.tma_views &= clkit_tma_strides(ins[i]->strides, 3);
-    for (ps.i = 0; ps.i < n;) {
+    ps.ds = ds && ds_suits(ctx, p) && ps.tma_views && ps.on[1] == ON_WGMMA && ps.on[2] == ON_WGMMA;
+    for (ps.i = 0; ps.i < n || ps.ds_lost;) {
+        if (ps.ds_lost) {
+            /* Both kernels pass dS through memory or neither does. */
+            ps.ds = ps.ds_lost = 0;
+            ps.i = 0;
+            continue;
+        }
         clkit_plan pl;
         clkit_status s = clkit_plan_kernel(ctx, plan_attention, &ps, &pl, &ks[ps.i]);
         if (s) return s;
@@ -690,10 +732,9 @@ static clkit_status choose_kernels(clkit_context *ctx, const problem *p, int bwd
         ps.cand++;
         ps.i = 0;
     }
+    if (ds) *ds = ps.ds;
     return CLKIT_OK;
 }
-
-static size_t groups_of(int64_t rows, int block) { return (size_t)((rows + block - 1) / block); }
 
 static float scale_log2(const problem *p) { return (float)(p->scale * 1.4426950408889634); }
 
@@ -1007,7 +1048,7 @@ static clkit_status forward(clkit_context *ctx, const call *c, const tiles *forc
     blocking t;
     clkit_plan pl;
     clkit_status s;
-    if ((s = choose_kernels(ctx, &p, 0, ins, 3, fwd_kinds, fwd_names_mma, fwd_names, 1, &kern, &t, &pl)))
+    if ((s = choose_kernels(ctx, &p, 0, ins, 3, fwd_kinds, fwd_names_mma, fwd_names, 1, &kern, &t, &pl, NULL)))
         return s;
     kview vq = kview_of(c->q), vk = kview_of(c->k), vv = kview_of(c->v), vo = kview_of(c->o);
     kview vl = kview_of(c->lse);
@@ -1036,7 +1077,8 @@ static clkit_status forward(clkit_context *ctx, const call *c, const tiles *forc
 
 typedef struct bwd_views {
     kview q, k, v, o, dout, lse, dq, dk, dv, delta;
-    cl_mem maps; /* the TMA's tensor maps (attn_tma_maps), NULL without */
+    cl_mem maps;     /* the TMA's tensor maps (attn_tma_maps), NULL without */
+    cl_mem ds_tiles; /* dS through memory (ds_suits), NULL without */
 } bwd_views;
 
 static clkit_status launch_delta(clkit_context *ctx, cl_kernel kern, const problem *p,
@@ -1057,9 +1099,10 @@ static clkit_status launch_delta(clkit_context *ctx, cl_kernel kern, const probl
     return clkit_run(ctx, &a, 2, global, local);
 }
 
-/* dq (dkdv 0) or dk and dv (dkdv 1): the arguments the two kernels share, then the launch. */
+/* dq (dkdv 0) or dk and dv (dkdv 1): the arguments the two kernels share, then the launch;
+   with dS through memory, for `count` kv heads (across batches) from g0. */
 static clkit_status launch_grad(clkit_context *ctx, cl_kernel kern, const clkit_plan *pl, const problem *p,
-                                const blocking *t, const bwd_views *bv, int dkdv)
+                                const blocking *t, const bwd_views *bv, int dkdv, cl_int g0, cl_int count)
 {
     cl_int hq = (cl_int)p->hq, group = (cl_int)(p->hq / p->hkv), lq = (cl_int)p->lq;
     cl_int lk = (cl_int)p->lk, diag = diag_of(p);
@@ -1075,8 +1118,8 @@ static clkit_status launch_grad(clkit_context *ctx, cl_kernel kern, const clkit_
     else arg_view(&a, &bv->dq);
     clkit_arg(&a, 4, &hq), clkit_arg(&a, 4, &group), clkit_arg(&a, 4, &lq), clkit_arg(&a, 4, &lk), clkit_arg(&a, 4, &diag);
     clkit_arg(&a, 4, &scale2), clkit_arg(&a, 4, &scale);
-    size_t global[2] = {(size_t)(p->b * (dkdv ? p->hkv : p->hq)) * t->wg,
-                        groups_of(dkdv ? p->lk : p->lq, t->bm)};
+    int64_t heads = bv->ds_tiles ? (int64_t)count * (dkdv ? 1 : group) : p->b * (dkdv ? p->hkv : p->hq);
+    size_t global[2] = {(size_t)heads * t->wg, groups_of(dkdv ? p->lk : p->lq, t->bm)};
     size_t local[2] = {t->wg, 1};
     /* dK/dV streams the q and dO rows of each kv head's group, dQ the K and V rows its query
        head shares with the group. */
@@ -1088,6 +1131,7 @@ static clkit_status launch_grad(clkit_context *ctx, cl_kernel kern, const clkit_
         if (dkdv) global[1] = (size_t)groups_of(p->d, WGMMA_BWD_COLS); /* dK's and dV's column blocks */
     }
     if (pl->path == CLKIT_PATH_NV_TMA) clkit_arg_mem(&a, bv->maps);
+    if (bv->ds_tiles) clkit_arg_mem(&a, bv->ds_tiles), clkit_arg(&a, 4, &g0), clkit_arg(&a, 4, &count);
     return clkit_run(ctx, &a, 2, global, local);
 }
 
@@ -1122,18 +1166,31 @@ static clkit_status backward(clkit_context *ctx, const call *c, const tiles *for
     blocking t[3];
     clkit_plan pl[3];
     clkit_status s;
-    if ((s = choose_kernels(ctx, &p, 1, ins, 4, bwd_kinds, bwd_names_mma, bwd_names, 3, kern, t, pl)))
+    int ds = 0;
+    if ((s = choose_kernels(ctx, &p, 1, ins, 4, bwd_kinds, bwd_names_mma, bwd_names, 3, kern, t, pl, &ds)))
         return s;
     bwd_views bv = {kview_of(c->q), kview_of(c->k), kview_of(c->v), kview_of(c->o),
                     kview_of(c->dout), kview_of(c->lse), kview_of(c->dq), kview_of(c->dk),
-                    kview_of(c->dv), {0}, NULL};
+                    kview_of(c->dv), {0}, NULL, NULL};
     int tma = pl[1].path == CLKIT_PATH_NV_TMA ? 1 : pl[2].path == CLKIT_PATH_NV_TMA ? 2 : 0;
     if (tma && (s = tma_maps(ctx, &pl[tma], &p, &bv.q, &bv.k, &bv.v, &bv.dout, &bv.maps))) return s;
     size_t delta_bytes = (size_t)(p.b * p.hq * p.lq) * sizeof(float);
     if ((s = clkit_scratch_alloc(ctx, delta_bytes, &bv.delta.buf))) return s;
+    /* dS through memory: as many kv heads at a time (across batches) as the scratch cap holds. */
+    int64_t all = p.b * p.hkv, per = ds ? (int64_t)(ds_cap(ctx) / ds_head_bytes(&p)) : all;
+    size_t tile_bytes = ds ? (size_t)((uint64_t)(per < all ? per : all) * ds_head_bytes(&p)) : 0;
+    if (ds && (s = clkit_scratch_alloc(ctx, tile_bytes, &bv.ds_tiles))) {
+        clkit_scratch_release(ctx, bv.delta.buf, delta_bytes);
+        return s;
+    }
     if (has_q) s = launch_delta(ctx, kern[0], &p, &bv);
-    if (!s && has_kv) s = launch_grad(ctx, kern[1], &pl[1], &p, &t[1], &bv, 1);
-    if (!s && has_q) s = launch_grad(ctx, kern[2], &pl[2], &p, &t[2], &bv, 0);
+    int64_t g0 = 0;
+    do {
+        cl_int count = (cl_int)(all - g0 < per ? all - g0 : per);
+        if (!s && has_kv) s = launch_grad(ctx, kern[1], &pl[1], &p, &t[1], &bv, 1, (cl_int)g0, count);
+        if (!s && has_q) s = launch_grad(ctx, kern[2], &pl[2], &p, &t[2], &bv, 0, (cl_int)g0, count);
+    } while (!s && (g0 += per) < all);
+    clkit_scratch_release(ctx, bv.ds_tiles, tile_bytes);
     clkit_scratch_release(ctx, bv.delta.buf, delta_bytes);
     return s;
 }
