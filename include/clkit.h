@@ -389,7 +389,9 @@ clkit_status clkit_attention_forward(clkit_context *ctx, const clkit_tensor *q,
    and dv are shaped and typed like q, k and v; with grouped-query attention dk and dv sum
    over the query heads sharing a kv head, in a fixed order (deterministic). Checks as the
    forward's. Sums over nothing are zeros: Lk = 0 gives dq = 0; Lq = 0, or Hq = 0 (kv heads
-   that serve no query head), gives dk = dv = 0. B = 0: nothing to do. */
+   that serve no query head), gives dk = dv = 0. B = 0: nothing to do. Device memory beside
+   the tensors: Lq f32 a query head; on Hopper at D 128 also dS, Lq x Lk x 2 bytes a query
+   head, a chunk of kv heads at a time within CLKIT_ATTN_DS_MB (README). */
 clkit_status clkit_attention_backward(clkit_context *ctx, const clkit_tensor *q,
                                       const clkit_tensor *k, const clkit_tensor *v,
                                       const clkit_tensor *o, const clkit_tensor *dout,

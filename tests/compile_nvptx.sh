@@ -218,10 +218,11 @@ attention() {
     done
   done
 }
-# attention_wgmma TABLE PASS VARIANTS KERNELS: each tile (BLOCK_M, BLOCK_N, WARPS, largest head
-# dim, -) of host/ops/attention.c's TABLE for the head dims it serves (those above the previous
-# tile's, or the previous tile's own where both end at the same head dim: a fallback), in each
-# 16-bit dtype, for sm_90a, once a variant ("-" for none), the forward up to head
+# attention_wgmma TABLE PASS VARIANTS KERNELS [HEAD_DIMS]: each tile (BLOCK_M, BLOCK_N, WARPS,
+# largest head dim, -) of host/ops/attention.c's TABLE for the head dims it serves (those above
+# the previous tile's, or the previous tile's own where both end at the same head dim: a
+# fallback; of HEAD_DIMS only, default 64 128 256), in each 16-bit dtype, for sm_90a, once a
+# variant ("-" for none, else macros joined by "+"), the forward up to head
 # dim 128 with the stagger of an H100's or H200's 132 units, as the host builds it. A build whose
 # wgmma ptxas serialises (it does so where it cannot prove that no other instruction touches an
 # in-flight wgmma's registers) fails: it would run, slowly. So does one where a kernel the table
@@ -234,7 +235,7 @@ attention_wgmma() {
   for t in $tiles; do
     IFS=, read -r bm bn w maxd _ <<<"$t"
     [ "$maxd" -gt "$hi" ] && lo=$hi hi=$maxd
-    for d in 64 128 256; do
+    for d in ${5:-64 128 256}; do
       [ "$d" -gt "$lo" ] && [ "$d" -le "$maxd" ] || continue
       for dt in F16 BF16; do
         for variant in $3; do
@@ -242,7 +243,7 @@ attention_wgmma() {
           # shellcheck disable=SC2046 # one flag or none
           build "attention $2 wgmma ${bm}x${bn} w$w d$d $dt $variant" 90a nv/attention_mma.cl -D "DTYPE_$dt" \
             -D "ATTN_$2" -D WGMMA -D HEAD_DIM="$d" -D BLOCK_M="$bm" -D BLOCK_N="$bn" -D WARPS="$w" \
-            $([ "$variant" = - ] || echo -D "$variant") \
+            $([ "$variant" = - ] || echo "$variant" | tr '+' '\n' | sed 's/^/-D /') \
             $([ "$2" = FWD ] && [ "$d" -le 128 ] && echo -D STAGGER_FROM=132 -D STAGGER_TO=264)
           if [[ "$built" == *serialized* ]]; then
             echo "FAIL: attention $2 wgmma ${bm}x${bn} d$d $dt $variant: ptxas serialised its wgmma"
@@ -266,6 +267,9 @@ attention_wgmma wgmma_fwd FWD "- TMA" attn_fwd_wgmma
 attention_wgmma wgmma_dkdv BWD TMA attn_bwd_dkdv_wgmma
 attention_wgmma wgmma_dq BWD TMA attn_bwd_dq_wgmma
 attention_wgmma wgmma_bwd_copy BWD - "attn_bwd_dkdv_wgmma attn_bwd_dq_wgmma"
+# head dim 128's backward with dS through memory (ds_suits): dK/dV writes the tiles, dQ reads them
+attention_wgmma wgmma_dkdv BWD TMA+DS_TILES attn_bwd_dkdv_wgmma 128
+attention_wgmma wgmma_dq BWD TMA+DS_TILES attn_bwd_dq_ds_wgmma 128
 
 # Decoding on the tensor cores (attn_decode_mma), as host/ops/attention.c's plan_decode_mma
 # builds it (sm_90 only), in each 16-bit dtype and head dim: register-loaded blocks up to 128,
