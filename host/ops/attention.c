@@ -1155,11 +1155,39 @@ static int backward_empty(const problem *p)
     return p->b * p->hq * p->lq == 0 && p->b * p->hkv * p->lk == 0;
 }
 
+/* The dS tiles' scratch where the chosen kernels pass dS through memory (*ds): as many kv heads
+   at a time (across batches) as the cap holds, *per of them (all without the tiles). Where the
+   device has no room for it, *ds turns 0: the caller plans again, dS recomputed. */
+static void ds_scratch(clkit_context *ctx, const problem *p, int *ds, int64_t *per, size_t *bytes, cl_mem *buf)
+{
+    int64_t all = p->b * p->hkv, fit = *ds ? (int64_t)(ds_cap(ctx) / ds_head_bytes(p)) : all;
+    *per = fit < all ? fit : all;
+    *bytes = *ds ? (size_t)((uint64_t)*per * ds_head_bytes(p)) : 0;
+    if (!*ds || clkit_scratch_alloc(ctx, *bytes, buf) == CLKIT_OK) return;
+    clkit_log(CLKIT_LOG_INFO, "attention: no room for %zu bytes of dS tiles; the dQ kernel recomputes dS", *bytes);
+    clkit_clear_error(ctx);
+    *ds = 0, *per = all, *bytes = 0;
+}
+
+/* delta, then dK/dV and dQ for `per` kv heads at a time. */
+static clkit_status launch_backward(clkit_context *ctx, const problem *p, const cl_kernel *kern,
+                                    const blocking *t, const clkit_plan *pl, const bwd_views *bv, int64_t per)
+{
+    int has_q = p->b * p->hq * p->lq > 0, has_kv = p->b * p->hkv * p->lk > 0;
+    int64_t all = p->b * p->hkv, g0 = 0;
+    clkit_status s = has_q ? launch_delta(ctx, kern[0], p, bv) : CLKIT_OK;
+    do {
+        cl_int count = (cl_int)(all - g0 < per ? all - g0 : per);
+        if (!s && has_kv) s = launch_grad(ctx, kern[1], &pl[1], p, &t[1], bv, 1, (cl_int)g0, count);
+        if (!s && has_q) s = launch_grad(ctx, kern[2], &pl[2], p, &t[2], bv, 0, (cl_int)g0, count);
+    } while (!s && (g0 += per) < all);
+    return s;
+}
+
 /* The backward of a validated call with queries or keys (force as for forward()). */
 static clkit_status backward(clkit_context *ctx, const call *c, const tiles *force)
 {
     problem p = c->p;
-    int has_q = p.b * p.hq * p.lq > 0, has_kv = p.b * p.hkv * p.lk > 0;
     p.force = force;
     const clkit_tensor *ins[4] = {c->q, c->k, c->v, c->dout};
     cl_kernel kern[3];
@@ -1169,29 +1197,23 @@ static clkit_status backward(clkit_context *ctx, const call *c, const tiles *for
     int ds = 0;
     if ((s = choose_kernels(ctx, &p, 1, ins, 4, bwd_kinds, bwd_names_mma, bwd_names, 3, kern, t, pl, &ds)))
         return s;
+    int64_t per;
+    size_t tile_bytes, delta_bytes = (size_t)(p.b * p.hq * p.lq) * sizeof(float);
+    cl_mem tiles = NULL;
+    int wanted = ds;
+    ds_scratch(ctx, &p, &ds, &per, &tile_bytes, &tiles);
+    if (wanted && !ds &&
+        (s = choose_kernels(ctx, &p, 1, ins, 4, bwd_kinds, bwd_names_mma, bwd_names, 3, kern, t, pl, NULL)))
+        return s;
     bwd_views bv = {kview_of(c->q), kview_of(c->k), kview_of(c->v), kview_of(c->o),
                     kview_of(c->dout), kview_of(c->lse), kview_of(c->dq), kview_of(c->dk),
-                    kview_of(c->dv), {0}, NULL, NULL};
+                    kview_of(c->dv), {0}, NULL, tiles};
     int tma = pl[1].path == CLKIT_PATH_NV_TMA ? 1 : pl[2].path == CLKIT_PATH_NV_TMA ? 2 : 0;
-    if (tma && (s = tma_maps(ctx, &pl[tma], &p, &bv.q, &bv.k, &bv.v, &bv.dout, &bv.maps))) return s;
-    size_t delta_bytes = (size_t)(p.b * p.hq * p.lq) * sizeof(float);
-    if ((s = clkit_scratch_alloc(ctx, delta_bytes, &bv.delta.buf))) return s;
-    /* dS through memory: as many kv heads at a time (across batches) as the scratch cap holds. */
-    int64_t all = p.b * p.hkv, per = ds ? (int64_t)(ds_cap(ctx) / ds_head_bytes(&p)) : all;
-    size_t tile_bytes = ds ? (size_t)((uint64_t)(per < all ? per : all) * ds_head_bytes(&p)) : 0;
-    if (ds && (s = clkit_scratch_alloc(ctx, tile_bytes, &bv.ds_tiles))) {
-        clkit_scratch_release(ctx, bv.delta.buf, delta_bytes);
-        return s;
-    }
-    if (has_q) s = launch_delta(ctx, kern[0], &p, &bv);
-    int64_t g0 = 0;
-    do {
-        cl_int count = (cl_int)(all - g0 < per ? all - g0 : per);
-        if (!s && has_kv) s = launch_grad(ctx, kern[1], &pl[1], &p, &t[1], &bv, 1, (cl_int)g0, count);
-        if (!s && has_q) s = launch_grad(ctx, kern[2], &pl[2], &p, &t[2], &bv, 0, (cl_int)g0, count);
-    } while (!s && (g0 += per) < all);
-    clkit_scratch_release(ctx, bv.ds_tiles, tile_bytes);
+    if (tma) s = tma_maps(ctx, &pl[tma], &p, &bv.q, &bv.k, &bv.v, &bv.dout, &bv.maps);
+    if (!s) s = clkit_scratch_alloc(ctx, delta_bytes, &bv.delta.buf);
+    if (!s) s = launch_backward(ctx, &p, kern, t, pl, &bv, per);
     clkit_scratch_release(ctx, bv.delta.buf, delta_bytes);
+    clkit_scratch_release(ctx, tiles, tile_bytes);
     return s;
 }
 
