@@ -1413,10 +1413,10 @@ INLINE void mask_rows(score_acc s, int row0, int Lk)
     #pragma unroll
     for (int i = 0; i < FRAG_M; i++)
         #pragma unroll
-        for (int j = 0; j < NF; j++)
-            #pragma unroll
-            for (int e = 0; e < 4; e++)
-                if (row0 + i * 16 + (e / 2) * 8 >= Lk) s[i][j][e] = -INFINITY;
+        for (int e = 0; e < 4; e++)
+            if (row0 + i * 16 + (e / 2) * 8 >= Lk)
+                #pragma unroll
+                for (int j = 0; j < NF; j++) s[i][j][e] = -INFINITY;
 }
 
 /* The warpgroup's dS^T fragments (da, as wg_product_issue packed them) into its tile: a warp's
