@@ -1424,7 +1424,7 @@ INLINE void mask_rows(score_acc s, int row0, int Lk)
    2 (lane % 4), +1)), which goes out as one 128-byte line, the block's rows 16 bytes apart:
    wgmma's core matrix without swizzle. Block (key group kg, query group qg) at (kg * 8 + qg) *
    128. (16 bytes in each of 8 rows a store, the swizzled layout, cost the dK/dV kernel
-   50-90 % more time: eight lines a warp's store.) */
+   45-90 % more time: eight lines a warp's store.) */
 INLINE void store_ds(__global uchar *tile, const uint *da, int wm, int lane)
 {
     #pragma unroll
