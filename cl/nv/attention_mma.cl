@@ -1262,13 +1262,13 @@ INLINE void wg_score_pair(score_acc s, score_acc dp, __local const uchar *a, __l
 }
 
 #if defined(DS_TILES)
-/* dS through memory (-D DS_TILES; the host sets it for 16-bit head dims up to 128 on the
-   TMA): the dK/dV kernel has every dS block that dQ needs in its registers as the A fragments
+/* dS through memory (-D DS_TILES; the host sets it for 16-bit head dim 128 on the TMA): the
+   dK/dV kernel has every dS block that dQ needs in its registers as the A fragments
    of dK += dS^T q. Recomputing them in the dQ kernel costs two of the backward's seven
    products (S and dP again; FlashAttention-3 does five and adds dQ by atomics, which clkit's
    deterministic gradients rule out). Instead dK/dV writes each warpgroup's dS^T, 64 keys x 64
-   queries, as one 8 KiB tile laid out as local memory wants it for wgmma (keys along the
-   tile, queries in the 128-byte swizzle: a transposed A operand), and attn_bwd_dq_ds_wgmma
+   queries, as one 8 KiB tile laid out as local memory wants it for wgmma (8 x 8 core matrices
+   without swizzle, store_ds: a transposed A operand), and attn_bwd_dq_ds_wgmma
    streams those tiles with K, one product a block: 2 bytes a score written and read once
    (DRAM, overlapped with the dK/dV products) for two products recomputed. Tiles are
    [query head][query block][key block] of a scratch that holds the query heads of ds_count kv
@@ -1306,7 +1306,7 @@ INLINE __global uchar *ds_tile(__global uchar *tiles, int bh, int qb, int kb, in
 __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dq_wgmma(
     IN(q), IN(k), IN(v), IN(dout), __global const float *lse, long lse_off, long4 lse_st,
     __global const float *delta, OUT(dq), int Hq, int group, int Lq, int Lk, int diag,
-    float scale2, float scale, int B, int section, int dq_chunks TMA_PARAMS DS_PARAMS)
+    float scale2, float scale, int B, int section, int dq_chunks TMA_PARAMS)
 {
     __local uint4 words[(2 * TILE_BYTES(BLOCK_M) + 2 * DQ_STAGE + 1024) / 16];
     __local uchar *qs = (__local uchar *)words + (1024 - nv_shared(words) % 1024) % 1024;

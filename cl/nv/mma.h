@@ -199,22 +199,22 @@ NV_INLINE void nv_fence_proxy_async(void) { __asm__ volatile("fence.proxy.async.
    which sees only the asm that issues the wgmma, must not read it before the wait. */
 NV_INLINE void nv_pin(float *x) { __asm__ volatile("" : "+f"(*x) :: "memory"); }
 
-/* Descriptor of an operand tile in local memory with the 128-byte swizzle (16-byte chunk c of
-   row r of each 1024-byte group of eight 128-byte rows stored at chunk c ^ r, the layout
-   nv_swizzle gives rows of 8 chunks): the start address, the byte offsets between chunk groups
-   along the leading and the strided dimension, swizzle mode 1. */
-NV_INLINE ulong nv_wgmma_desc(__local const void *start, uint lead, uint stride)
-{
-    return (ulong)((nv_shared(start) & 0x3ffff) >> 4) | (ulong)(lead >> 4) << 16 |
-           (ulong)(stride >> 4) << 32 | 1ul << 62;
-}
-
-/* The same for a tile without swizzle (8 x 16-byte core matrices, each 128 contiguous bytes):
-   lead and stride the byte offsets between core matrices along the two dimensions (for an M-
-   or N-major operand, lead steps along K and stride along M or N). */
+/* Descriptor of an operand tile in local memory without swizzle (8 x 16-byte core matrices,
+   each 128 contiguous bytes): the start address, and lead and stride the byte offsets between
+   core matrices along the two dimensions (for an M- or N-major operand, lead steps along K and
+   stride along M or N). */
 NV_INLINE ulong nv_wgmma_desc_plain(__local const void *start, uint lead, uint stride)
 {
     return (ulong)((nv_shared(start) & 0x3ffff) >> 4) | (ulong)(lead >> 4) << 16 | (ulong)(stride >> 4) << 32;
+}
+
+/* The same with the 128-byte swizzle (16-byte chunk c of row r of each 1024-byte group of
+   eight 128-byte rows stored at chunk c ^ r, the layout nv_swizzle gives rows of 8 chunks):
+   lead and stride the byte offsets between chunk groups along the leading and the strided
+   dimension, swizzle mode 1. */
+NV_INLINE ulong nv_wgmma_desc(__local const void *start, uint lead, uint stride)
+{
+    return nv_wgmma_desc_plain(start, lead, stride) | 1ul << 62;
 }
 
 /* Byte offset of 16-byte chunk `chunk` of row `row` in a tile laid out for that swizzle:

@@ -1099,8 +1099,8 @@ static clkit_status launch_delta(clkit_context *ctx, cl_kernel kern, const probl
     return clkit_run(ctx, &a, 2, global, local);
 }
 
-/* dq (dkdv 0) or dk and dv (dkdv 1): the arguments the two kernels share, then the launch;
-   with dS through memory, for `count` kv heads (across batches) from g0. */
+/* dq (dkdv 0) or dk and dv (dkdv 1): the arguments the two kernels share, then the launch, for
+   `count` kv heads (across batches) from g0: all of them but with dS through memory. */
 static clkit_status launch_grad(clkit_context *ctx, cl_kernel kern, const clkit_plan *pl, const problem *p,
                                 const blocking *t, const bwd_views *bv, int dkdv, cl_int g0, cl_int count)
 {
@@ -1118,8 +1118,7 @@ static clkit_status launch_grad(clkit_context *ctx, cl_kernel kern, const clkit_
     else arg_view(&a, &bv->dq);
     clkit_arg(&a, 4, &hq), clkit_arg(&a, 4, &group), clkit_arg(&a, 4, &lq), clkit_arg(&a, 4, &lk), clkit_arg(&a, 4, &diag);
     clkit_arg(&a, 4, &scale2), clkit_arg(&a, 4, &scale);
-    int64_t heads = bv->ds_tiles ? (int64_t)count * (dkdv ? 1 : group) : p->b * (dkdv ? p->hkv : p->hq);
-    size_t global[2] = {(size_t)heads * t->wg, groups_of(dkdv ? p->lk : p->lq, t->bm)};
+    size_t global[2] = {(size_t)count * (size_t)(dkdv ? 1 : group) * t->wg, groups_of(dkdv ? p->lk : p->lq, t->bm)};
     size_t local[2] = {t->wg, 1};
     /* dK/dV streams the q and dO rows of each kv head's group, dQ the K and V rows its query
        head shares with the group. */
