@@ -481,10 +481,19 @@ INLINE void store_rows(__global elem_t *out, long rs, __local const uchar *tile,
 #define TMA_PARAMS , __global const ulong16 *maps
 #if defined(ATTN_BWD)
 #define TMA_MAPS 4   /* q, K, V, dO */
-#define Q_BOX BLOCK_N
+/* One set of maps serves both backward kernels, whose tiles differ (dK/dV streams 128 queries
+   at D 64, dQ 64 keys): q's and dO's boxes are dK/dV's streamed rows, K's and V's dQ's (the
+   host's QO_BOX and KV_BOX, its bwd_boxes); alone, the smaller side of the tile. */
+#if defined(QO_BOX) && defined(KV_BOX)
+#define Q_BOX QO_BOX
+#else
+#define Q_BOX (BLOCK_M < BLOCK_N ? BLOCK_M : BLOCK_N)
+#define KV_BOX Q_BOX
+#endif
 #else
 #define TMA_MAPS 3   /* q, K, V */
 #define Q_BOX BLOCK_M
+#define KV_BOX BLOCK_N
 #endif
 
 /* The map of a [B, H, L, HEAD_DIM] view (offset and strides in elements): boxes of 64 head
@@ -499,17 +508,17 @@ INLINE void head_map(__global ulong16 *slot, __local ulong16 *stage, __global co
     nv_tmap_store(slot, stage);
 }
 
-/* One work-item a map: q (boxes of Q_BOX rows), K and V (BLOCK_N), and in the backward dO
-   (BLOCK_N; `dout` is q in the forward, whose program has no fourth map). */
+/* One work-item a map: q (boxes of Q_BOX rows), K and V (KV_BOX), and in the backward dO
+   (Q_BOX; `dout` is q in the forward, whose program has no fourth map). */
 __kernel __attribute__((reqd_work_group_size(TMA_MAPS, 1, 1))) void attn_tma_maps(
     IN(q), IN(k), IN(v), IN(dout), __global ulong16 *maps, int B, int Hq, int Hkv, int Lq, int Lk)
 {
     __local ulong16 stage[TMA_MAPS];
     int i = get_local_id(0);
     if (i == 0) head_map(maps, stage, q, q_off, q_st, B, Hq, Lq, Q_BOX);
-    if (i == 1) head_map(maps + 1, stage + 1, k, k_off, k_st, B, Hkv, Lk, BLOCK_N);
-    if (i == 2) head_map(maps + 2, stage + 2, v, v_off, v_st, B, Hkv, Lk, BLOCK_N);
-    if (i == 3) head_map(maps + 3, stage + 3, dout, dout_off, dout_st, B, Hq, Lq, BLOCK_N);
+    if (i == 1) head_map(maps + 1, stage + 1, k, k_off, k_st, B, Hkv, Lk, KV_BOX);
+    if (i == 2) head_map(maps + 2, stage + 2, v, v_off, v_st, B, Hkv, Lk, KV_BOX);
+    if (i == 3) head_map(maps + 3, stage + 3, dout, dout_off, dout_st, B, Hq, Lq, Q_BOX);
 }
 
 /* Thread 0's start: n mbarriers, each completed by `tiles` tma_rows and their bytes, the maps
@@ -1279,7 +1288,7 @@ INLINE void wg_score_pair(score_acc s, score_acc dp, __local const uchar *a, __l
 #define DS_G0 ds_g0
 #define DS_HEADS(all) ds_count
 #define DS_TILE (64 * 64 * ESIZE)
-#if BLOCK_N != 64 || OUT_DIM != HEAD_DIM || BLOCK_M % 64 || ESIZE != 2 || !defined(TMA)
+#if BLOCK_N != 64 || OUT_DIM != HEAD_DIM || BLOCK_M % 64 || ESIZE != 2 || !defined(TMA) || KV_BOX != 64
 #error "DS_TILES: 64 x 64 tiles of 16-bit dS, head dims up to 128, loaded by the TMA"
 #endif
 INLINE __global uchar *ds_tile(__global uchar *tiles, int bh, int qb, int kb, int Lq, int Lk)
@@ -1323,11 +1332,11 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dq_wg
     __local ulong bars[3];
     if (tid == 0) {
         tma_init(bars, 3, 2, maps);
-        tma_rows(qs, maps, BLOCK_M, BLOCK_N, m0, h, b, bars);
-        tma_rows(dos, maps + 3, BLOCK_M, BLOCK_N, m0, h, b, bars);
+        tma_rows(qs, maps, BLOCK_M, Q_BOX, m0, h, b, bars);
+        tma_rows(dos, maps + 3, BLOCK_M, Q_BOX, m0, h, b, bars);
         if (steps > 0) {
-            tma_rows(stages, maps + 1, BLOCK_N, BLOCK_N, 0, h / group, b, bars + 1);
-            tma_rows(stages + TILE_BYTES(BLOCK_N), maps + 2, BLOCK_N, BLOCK_N, 0, h / group, b, bars + 1);
+            tma_rows(stages, maps + 1, BLOCK_N, KV_BOX, 0, h / group, b, bars + 1);
+            tma_rows(stages + TILE_BYTES(BLOCK_N), maps + 2, BLOCK_N, KV_BOX, 0, h / group, b, bars + 1);
         }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -1356,8 +1365,8 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dq_wg
         nv_mbar_wait(bars + 1 + t % 2, (t / 2) & 1);
         barrier(CLK_LOCAL_MEM_FENCE);
         if (tid == 0 && t + 1 < steps) {
-            tma_rows(next, maps + 1, BLOCK_N, BLOCK_N, n1, h / group, b, bars + 1 + (t + 1) % 2);
-            tma_rows(next + TILE_BYTES(BLOCK_N), maps + 2, BLOCK_N, BLOCK_N, n1, h / group, b, bars + 1 + (t + 1) % 2);
+            tma_rows(next, maps + 1, BLOCK_N, KV_BOX, n1, h / group, b, bars + 1 + (t + 1) % 2);
+            tma_rows(next + TILE_BYTES(BLOCK_N), maps + 2, BLOCK_N, KV_BOX, n1, h / group, b, bars + 1 + (t + 1) % 2);
         }
 #else
         NV_CP_ASYNC_WAIT(0);
@@ -1464,12 +1473,12 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dkdv_
     __local ulong bars[3];
     if (tid == 0) {
         tma_init(bars, 3, 2, maps);
-        tma_rows(ks, maps + 1, BLOCK_M, BLOCK_N, m0, kv, b, bars);
-        tma_rows(vs, maps + 2, BLOCK_M, BLOCK_N, m0, kv, b, bars);
+        tma_rows(ks, maps + 1, BLOCK_M, KV_BOX, m0, kv, b, bars);
+        tma_rows(vs, maps + 2, BLOCK_M, KV_BOX, m0, kv, b, bars);
         if (steps > 0) {
             int2 hn = dkdv_step(0, kv, group, n_start, per_head);
-            tma_rows(stages, maps, BLOCK_N, BLOCK_N, hn.y, hn.x, b, bars + 1);
-            tma_rows(stages + TILE_BYTES(BLOCK_N), maps + 3, BLOCK_N, BLOCK_N, hn.y, hn.x, b, bars + 1);
+            tma_rows(stages, maps, BLOCK_N, Q_BOX, hn.y, hn.x, b, bars + 1);
+            tma_rows(stages + TILE_BYTES(BLOCK_N), maps + 3, BLOCK_N, Q_BOX, hn.y, hn.x, b, bars + 1);
         }
     }
 #else
@@ -1511,8 +1520,8 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void attn_bwd_dkdv_
             int queries = min(BLOCK_N, Lq - hn.y);
 #if defined(TMA)
             if (tid == 0) {
-                tma_rows(next, maps, BLOCK_N, BLOCK_N, hn.y, hn.x, b, bars + 1 + (t + 1) % 2);
-                tma_rows(next + TILE_BYTES(BLOCK_N), maps + 3, BLOCK_N, BLOCK_N, hn.y, hn.x, b, bars + 1 + (t + 1) % 2);
+                tma_rows(next, maps, BLOCK_N, Q_BOX, hn.y, hn.x, b, bars + 1 + (t + 1) % 2);
+                tma_rows(next + TILE_BYTES(BLOCK_N), maps + 3, BLOCK_N, Q_BOX, hn.y, hn.x, b, bars + 1 + (t + 1) % 2);
             }
 #else
             copy_panels(next, (__global const raw_t *)(q + HEAD(q, b, hn.x) + hn.y * q_st.s2), q_st.s2, BLOCK_N,

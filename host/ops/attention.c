@@ -407,15 +407,18 @@ static const mma_tiles wgmma_fwd[] = {{128, 128, 8, 64, 0}, {128, 64, 8, 256, 0}
    f16, the backward 10-12 % faster at D 64 and 1-1.5 % at D 128). dQ takes 168 at D 128:
    there a third warpgroup (192 queries) fits the unit's 64 K registers beside the first two,
    2-3 % faster; at D 64 (128 registers) two work-groups of two warpgroups share a unit, and
-   work-groups of one or three ran slower. One set of tensor maps, whose boxes are the streamed
-   rows, serves both kernels: their streamed rows must be equal at every head dim. At D 256
+   work-groups of one or three ran slower. dK/dV streams 128 queries a step at D 64 (253
+   registers, two work-groups a unit; half the steps, twice the columns a product): H200, f16,
+   the backward 4-8 % faster than with 64 (4x16x4096x64 2.061 -> 1.927 ms, causal 8x16x4096x64
+   2.127 -> 2.068); dQ streaming 128 keys there (64 x 128 x 4, 128 x 128 x 8) ran 3-5 % slower.
+   One set of tensor maps serves both kernels (bwd_boxes). At D 256
    the held tiles take 128 KB, which leaves room for 32 streamed rows only, and dK and dV over
    all 256 columns would take 256 registers a lane: each dK/dV work-group computes 128 of their
    columns (WGMMA_BWD_COLS; the kernel's OUT_DIM), recomputing the scores; dQ keeps all 256 in
    two such accumulators; one work-group of 64 keys a unit there ran 33 % slower. A driver whose
    build of dQ cannot run 384 work-items a group (more than 168 registers) gets two warpgroups
    at D 128, as before. */
-static const mma_tiles wgmma_dkdv[] = {{64, 64, 4, 128, 0}, {128, 32, 8, 256, 0}};
+static const mma_tiles wgmma_dkdv[] = {{64, 128, 4, 64, 0}, {64, 64, 4, 128, 0}, {128, 32, 8, 256, 0}};
 static const mma_tiles wgmma_dq[] = {{128, 64, 8, 64, 0}, {192, 64, 12, 128, 0}, {128, 64, 8, 128, 0},
                                      {128, 32, 8, 256, 0}};
 /* Both backward kernels where cp.async loads their tiles (strides past the TMA's, or the TMA
@@ -601,6 +604,20 @@ static clkit_status portable_tiles(clkit_context *ctx, pass *ps, size_t wg_limit
     return CLKIT_OK;
 }
 
+/* The boxes (rows) of the backward's tensor maps, built once for both kernels: q's and dO's
+   are dK/dV's streamed block, K's and V's dQ's; where one kernel does not run on wgmma (and
+   reads no map), the other's held rows. Each is a whole number of times in the other kernel's
+   held rows (every wgmma tile at a head dim has the same streamed rows, as many as the other
+   kernel's held rows or a divisor of them): whole boxes of 128 queries took dK/dV's stream at
+   D 64 1 % faster than boxes of 64 (H200, f16, 4x16x4096x64 1.927 against 1.945 ms). */
+static void bwd_boxes(const pass *ps, char *buf, size_t n)
+{
+    int qo = ps->on[1] == ON_WGMMA ? ps->mt[1].bn : ps->mt[2].bm;
+    int kv = ps->on[2] == ON_WGMMA ? ps->mt[2].bn : ps->mt[1].bm;
+    size_t used = strlen(buf);
+    snprintf(buf + used, n - used, " -D QO_BOX=%d -D KV_BOX=%d", qo, kv);
+}
+
 /* Kernel ps->i of the pass. attn_bwd_delta takes any work-group size (its launch picks one),
    so only the tiled kernels bind a work-group here. */
 static clkit_status plan_attention(clkit_context *ctx, void *arg, size_t wg_limit, clkit_plan *plan)
@@ -637,6 +654,7 @@ static clkit_status plan_attention(clkit_context *ctx, void *arg, size_t wg_limi
             strncat(plan->options, tma ? " -D WGMMA -D TMA" : " -D WGMMA",
                     sizeof plan->options - strlen(plan->options) - 1);
             if (ds) strncat(plan->options, " -D DS_TILES", sizeof plan->options - strlen(plan->options) - 1);
+            if (ps->bwd && tma) bwd_boxes(ps, plan->options, sizeof plan->options);
             if (tma) path = CLKIT_PATH_NV_TMA;
             if (!ps->bwd) stagger_options(ctx, ps->p, mt, plan->options, sizeof plan->options);
         }
