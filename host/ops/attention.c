@@ -397,7 +397,8 @@ static int mma_pick(const struct clkit_device_props *dp, int d, size_t es, int k
    one); at D 64, 64 keys were 14 % slower than 128 (docs/attention.md). */
 static const mma_tiles wgmma_fwd[] = {{128, 128, 8, 64, 0}, {128, 64, 8, 256, 0}};
 /* The backward's (attn_bwd_dkdv_wgmma, attn_bwd_dq_wgmma; a program a tile, each kernel on its
-   own): rows held in local memory (keys in dK/dV, queries in dQ), 64 streamed. 32 streamed
+   own): rows held in local memory (keys in dK/dV, queries in dQ), 64 streamed (dK/dV's 128 at
+   D 64, below). 32 streamed
    rows took fewer registers (ptxas for sm_90a: 243 against 255 and 92 bytes of spills at D
    128) but ran slower on an H200: D 128 240 against 315 TFLOP/s at L 4096, D 64 193 against
    227. The held rows follow the registers of the driver's build: dK/dV takes 168 a work-item
