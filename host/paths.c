@@ -142,14 +142,15 @@ void clkit_path_failed(clkit_context *ctx, clkit_path path, clkit_family family)
 
 clkit_status clkit_fast_paths(clkit_context *ctx, const char *op, unsigned *out)
 {
-    if (!ctx || !op || !out) return CLKIT_ERR_NULL_ARGUMENT;
+    if (!ctx) return CLKIT_ERR_NULL_ARGUMENT;
+    clkit_clear_error(ctx);
+    if (!op || !out) return clkit_fail(ctx, CLKIT_ERR_NULL_ARGUMENT, "clkit_fast_paths: %s is NULL", op ? "paths" : "op");
     for (int f = 0; f < CLKIT_FAMILY_COUNT; f++) {
         if (strcmp(op, families[f].name) != 0) continue;
         *out = 0;
         for (int i = 0; i < CLKIT_PATH_COUNT; i++)
             if ((families[f].uses >> i & 1) && clkit_path_allowed(ctx, (clkit_path)i, (clkit_family)f))
                 *out |= 1u << i;
-        clkit_clear_error(ctx);
         return CLKIT_OK;
     }
     return clkit_fail(ctx, CLKIT_ERR_INVALID_VALUE,

@@ -65,6 +65,8 @@ clkit_status clkit_autotune(clkit_context *ctx, const clkit_tune_key *key, const
 {
     double start = clkit_now_s(), best_ms = INFINITY;
     int done = 0;
+    if (topt && !(topt->budget_s >= 0))
+        return clkit_fail(ctx, CLKIT_ERR_INVALID_VALUE, "budget_s %g: seconds, 0 or more (0: no limit)", topt->budget_s);
     for (int i = 0; i < n; i++) {
         if (topt && topt->budget_s > 0 && clkit_now_s() - start > topt->budget_s && isfinite(best_ms)) break;
         double ms = time_candidate(ctx, &cands[i], run, user);

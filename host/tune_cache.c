@@ -179,6 +179,8 @@ static void parse_entries(const char *text, size_t len, tuned_file *f)
         file_fault(f, FILE_CORRUPT, "no format number");
     } else if (json_object_get_int(fmt) > FORMAT_VERSION) {
         file_fault(f, FILE_NEWER, "written by a newer clkit");
+    } else if (json_object_get_int(fmt) < 1) {
+        file_fault(f, FILE_CORRUPT, "format number below 1, which no clkit writes");
     } else if (!json_object_object_get_ex(root, "entries", &arr) ||
                !json_object_is_type(arr, json_type_array)) {
         file_fault(f, FILE_CORRUPT, "no entries array");
@@ -641,7 +643,9 @@ clkit_status clkit_tuned_import(clkit_context *ctx, const char *path)
     char why[4400];
     if (f.state != FILE_OK)
         s = clkit_fail(ctx, CLKIT_ERR_IO, "%s: %s", path, state_text(&f));
-    else if (n && bad == n)
+    else if (n == 0)
+        s = clkit_fail(ctx, CLKIT_ERR_IO, "%s: no tuned entries in it", path);
+    else if (bad == n)
         s = clkit_fail(ctx, CLKIT_ERR_IO, "%s: none of its %zu entries is a well-formed tuned entry", path, n);
     else if ((s = locked_update(ctx, f.entries, why, sizeof why)) != CLKIT_OK)
         clkit_fail(ctx, s, "%s", why);

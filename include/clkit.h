@@ -401,8 +401,9 @@ clkit_status clkit_attention_backward(clkit_context *ctx, const clkit_tensor *q,
 
 /* ---- autotuning ---- */
 typedef struct clkit_tune_options {
-    double budget_s;   /* the whole call's: no candidate starts after this many seconds
-                          (checked between candidates; the first always runs); 0: no limit */
+    double budget_s;   /* the whole call's: no candidate starts after this many seconds once
+                          one has run (checked between candidates; until one runs, they go
+                          on); 0: no limit; negative or NaN: CLKIT_ERR_INVALID_VALUE */
     /* Called after each candidate: done of total, its config, its time (ms; < 0 if it failed
        to build or run) and the best time so far. */
     void (*progress)(void *user, int done, int total, const char *config, double ms,

@@ -904,6 +904,13 @@ START_TEST(autotune_on_first_use)
     clkit_matmul_options o = clkit_matmul_defaults();
     o.provider = CLKIT_PROVIDER_CLBLAST;
     TU_EXPECT(CLKIT_ERR_INVALID_VALUE, clkit_tune_matmul(ctx, &a.t, &a.t, &c.t, &o, NULL));
+    /* A budget below 0 or NaN is refused before any candidate runs, not taken for "no limit". */
+    o = clkit_matmul_defaults();
+    clkit_tune_options bad[2] = {{.budget_s = -1}, {.budget_s = NAN}};
+    for (int i = 0; i < 2; i++) {
+        TU_EXPECT(CLKIT_ERR_INVALID_VALUE, clkit_tune_matmul(ctx, &a.t, &a.t, &c.t, &o, &bad[i]));
+        ck_assert_msg(strstr(clkit_last_error(ctx), "budget_s"), "%s", clkit_last_error(ctx));
+    }
     drop(&a), drop(&c);
     clkit_context_release(ctx);
 }

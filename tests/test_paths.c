@@ -54,8 +54,11 @@ START_TEST(queries)
     unsigned p = 7;
     TU_EXPECT(CLKIT_ERR_INVALID_VALUE, clkit_fast_paths(ctx, "no-such-op", &p));
     ck_assert_uint_eq(p, 7);
+    /* Each failure says what was wrong: the unknown op's message is not left behind. */
     TU_EXPECT(CLKIT_ERR_NULL_ARGUMENT, clkit_fast_paths(ctx, NULL, &p));
+    ck_assert_msg(strstr(clkit_last_error(ctx), "op is NULL"), "%s", clkit_last_error(ctx));
     TU_EXPECT(CLKIT_ERR_NULL_ARGUMENT, clkit_fast_paths(ctx, "matmul", NULL));
+    ck_assert_msg(strstr(clkit_last_error(ctx), "paths is NULL"), "%s", clkit_last_error(ctx));
     ck_assert_int_eq(clkit_fast_paths(NULL, "matmul", &p), CLKIT_ERR_NULL_ARGUMENT);
     clkit_context_release(ctx);
 }

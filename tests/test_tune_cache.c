@@ -247,6 +247,13 @@ START_TEST(export_import)
     char junk[128];
     snprintf(junk, sizeof junk, "%s/junk.json", dst);
     TU_EXPECT(CLKIT_ERR_IO, clkit_tuned_import(ctx, junk));
+    /* A file with no usable entry is an error, an empty one too, as is a format no clkit writes. */
+    tu_write_text(dst, "junk.json", "{\"format\": 1, \"entries\": []}");
+    TU_EXPECT(CLKIT_ERR_IO, clkit_tuned_import(ctx, junk));
+    ck_assert_msg(strstr(clkit_last_error(ctx), "no tuned entries"), "%s", clkit_last_error(ctx));
+    tu_write_text(dst, "junk.json", "{\"format\": -5, \"entries\": []}");
+    TU_EXPECT(CLKIT_ERR_IO, clkit_tuned_import(ctx, junk));
+    ck_assert_msg(strstr(clkit_last_error(ctx), "format"), "%s", clkit_last_error(ctx));
     TU_EXPECT(CLKIT_ERR_IO, clkit_tuned_import(ctx, "/nonexistent/file.json"));
     TU_EXPECT(CLKIT_ERR_IO, clkit_tuned_export(ctx, "/nonexistent/dir/file.json"));
     TU_EXPECT(CLKIT_ERR_NULL_ARGUMENT, clkit_tuned_import(ctx, NULL));
