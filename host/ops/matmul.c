@@ -1463,7 +1463,7 @@ static clkit_status tune(clkit_context *ctx, const problem *pr, const clkit_tune
        is left of the budget, which is the whole call's; none left: the winner stands. */
     clkit_tune_options rest = topt ? *topt : (clkit_tune_options){0};
     if (rest.budget_s > 0) rest.budget_s -= clkit_now_s() - start;
-    int kernel = cfg(best, "KERNEL");
+    int kernel = s ? 0 : cfg(best, "KERNEL"); /* best is unset when no candidate ran */
     if (!s && (!topt || topt->budget_s <= 0 || rest.budget_s > 0) &&
         (kernel == KERNEL_BLOCKED || kernel == KERNEL_MMA || kernel == KERNEL_MATRIX) &&
         !clkit_config_get(best, "provider", 0)) {
