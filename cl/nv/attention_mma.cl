@@ -483,10 +483,8 @@ INLINE void store_rows(__global elem_t *out, long rs, __local const uchar *tile,
 #define TMA_MAPS 4   /* q, K, V, dO */
 /* One set of maps serves both backward kernels, whose tiles differ (dK/dV streams 128 queries
    at D 64, dQ 64 keys): q's and dO's boxes are dK/dV's streamed rows, K's and V's dQ's (the
-   host's QO_BOX and KV_BOX, its bwd_boxes); alone, the smaller side of the tile. */
-#if defined(QO_BOX) && defined(KV_BOX)
-#define Q_BOX QO_BOX
-#else
+   host sets Q_BOX and KV_BOX, its bwd_boxes); alone, the smaller side of the tile. */
+#if !defined(Q_BOX)
 #define Q_BOX (BLOCK_M < BLOCK_N ? BLOCK_M : BLOCK_N)
 #define KV_BOX Q_BOX
 #endif

@@ -616,7 +616,7 @@ static void bwd_boxes(const pass *ps, char *buf, size_t n)
     int qo = ps->on[1] == ON_WGMMA ? ps->mt[1].bn : ps->mt[2].bm;
     int kv = ps->on[2] == ON_WGMMA ? ps->mt[2].bn : ps->mt[1].bm;
     size_t used = strlen(buf);
-    snprintf(buf + used, n - used, " -D QO_BOX=%d -D KV_BOX=%d", qo, kv);
+    snprintf(buf + used, n - used, " -D Q_BOX=%d -D KV_BOX=%d", qo, kv);
 }
 
 /* Kernel ps->i of the pass. attn_bwd_delta takes any work-group size (its launch picks one),
