@@ -571,18 +571,88 @@ INLINE void store_partial(float acc[FRAG_M][FRAG_N][4], int2 tile, int wm, int w
 #endif
 }
 
+#if defined(C_STAGED) && defined(WGMMA)
+/* The tile's sum in split order, into its staging: the last split adds the other splits'
+   planes to its own staged partial, 16 bytes a piece, two planes and FIN_CHUNK pieces a
+   work-item at a time, every load of a batch in flight at once; C is then stored as the
+   unsplit tiles store it. split_finish does the same from the planes alone, with two
+   divisions a piece and C written element by element: one work-group doing that after the
+   rest of the grid had finished took 2-4 us on an H200; the wgmma tiles' split GEMMs gain
+   1.3-2.4 us from this (docs/nvidia-wgmma.md#split-k). The mma.sync tiles keep
+   split_finish: 3xTF32's 64 x 64 x 32 split ran 16-25 % slower with this at 32 x 4096 x 4096.
+   Each work-item reads and rewrites its own pieces. */
+#define SPLIT_STAGED 1
+#define FIN_ITEMS (BLOCK_M * (BLOCK_N / 4) / MMA_WG)
+#define FIN_CHUNK (FIN_ITEMS < 8 ? FIN_ITEMS : 8)
+#if FIN_ITEMS * MMA_WG != BLOCK_M * (BLOCK_N / 4) || FIN_ITEMS % FIN_CHUNK
+#error "a split tile's pieces of 4 columns must fall evenly on its work-items"
+#endif
+INLINE float4 fin_piece(__local const float *st, __global const float *p, bool own, bool vec, int cols)
+{
+    if (own) return *(__local const float4 *)st;
+    if (vec) return *(__global const float4 *)p;
+    return (float4)(p[0], cols > 1 ? p[1] : 0.0f, cols > 2 ? p[2] : 0.0f, cols > 3 ? p[3] : 0.0f);
+}
+
+INLINE void sum_staged(__local float *st, __global const float *P, long plane, int splits, int own, int m0,
+                       int n0, int M, int N, int tid)
+{
+    bool vec = N % 4 == 0;
+    for (int c = 0; c < FIN_ITEMS; c += FIN_CHUNK) {
+        float4 sum[FIN_CHUNK];
+        #pragma unroll
+        for (int u = 0; u < FIN_CHUNK; u++) sum[u] = (float4)(0.0f);
+        for (int s = 0; s < splits; s += 2) {
+            float4 x[2][FIN_CHUNK];
+            #pragma unroll
+            for (int t = 0; t < 2; t++)
+                #pragma unroll
+                for (int u = 0; u < FIN_CHUNK; u++) {
+                    int i = tid + (c + u) * MMA_WG, r = i / (BLOCK_N / 4), q = (i % (BLOCK_N / 4)) * 4;
+                    int m = m0 + r, n = n0 + q;
+                    x[t][u] = s + t < splits && m < M && n < N
+                                  ? fin_piece(st + r * C_ROW + q, P + (s + t) * plane + (long)m * N + n,
+                                              s + t == own, vec, N - n)
+                                  : (float4)(0.0f);
+                }
+            #pragma unroll
+            for (int t = 0; t < 2; t++)
+                #pragma unroll
+                for (int u = 0; u < FIN_CHUNK; u++) sum[u] += x[t][u];
+        }
+        #pragma unroll
+        for (int u = 0; u < FIN_CHUNK; u++) {
+            int i = tid + (c + u) * MMA_WG;
+            *(__local float4 *)(st + (i / (BLOCK_N / 4)) * C_ROW + (i % (BLOCK_N / 4)) * 4) = sum[u];
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+#endif
+
 INLINE void split_epilogue(float acc[FRAG_M][FRAG_N][4], int2 tile, int wm, int wn, int lane, int tid,
-                           __local uchar *as, __local uint *last, __global float *P,
-                           volatile __global uint *tickets, __global C_T *C, long c_sm, long c_sn, int M,
-                           int N, float alpha, float beta, int act, float slope)
+                           __local uchar *as, __global float *P, volatile __global uint *tickets,
+                           __global C_T *C, long c_sm, long c_sn, int M, int N, float alpha, float beta,
+                           int act, float slope)
 {
     long batch = get_group_id(1), plane = get_num_groups(1) * (long)M * N;
     int splits = get_num_groups(2), m0 = tile.x * BLOCK_M, n0 = tile.y * BLOCK_N;
     P += batch * M * N;
     store_partial(acc, tile, wm, wn, lane, tid, as, P + get_group_id(2) * plane, M, N);
-    if (split_last(tickets + batch * get_num_groups(0) + get_group_id(0), splits, last))
+#if defined(SPLIT_STAGED)
+    /* split_last's flag: a word of the staged tile's first row padding, which nothing reads */
+    __local float *st = (__local float *)as;
+    if (!split_last(tickets + batch * get_num_groups(0) + get_group_id(0), splits, (__local uint *)(st + BLOCK_N)))
+        return;
+    sum_staged(st, P, plane, splits, get_group_id(2), m0, n0, M, N, tid);
+    store_staged(st, C, c_sm, c_sn, tile, M, N, tid, alpha, beta, act, slope);
+#else
+    /* split_last's flag takes the ring's first word, free by then: a variable of its own would
+       push rings of exactly sm_80's 48 KiB past it. */
+    if (split_last(tickets + batch * get_num_groups(0) + get_group_id(0), splits, (__local uint *)as))
         split_finish(P, plane, splits, C, c_sm, c_sn, m0, n0, min(BLOCK_M, M - m0), min(BLOCK_N, N - n0), N,
                      tid, MMA_WG, alpha, beta, act, slope);
+#endif
 }
 #else
 #define MMA_SPLIT_PARAMS
@@ -765,10 +835,7 @@ __kernel __attribute__((reqd_work_group_size(MMA_WG, 1, 1))) void matmul_mma(OPE
     }
 #endif
 #if defined(SPLIT_K)
-    /* split_last's flag takes the ring's first word, free by then: a variable of its own would
-       push rings of exactly sm_80's 48 KiB past it. */
-    split_epilogue(acc, tile, wm, wn, lane, tid, as, (__local uint *)as, P, tickets, C, c_sm, c_sn, M, N, alpha,
-                   beta, act, slope);
+    split_epilogue(acc, tile, wm, wn, lane, tid, as, P, tickets, C, c_sm, c_sn, M, N, alpha, beta, act, slope);
 #else
     mma_epilogue(acc, tile, wm, wn, lane, tid, as, bs, 0, 0, C, c_sm, c_sn, M, N, alpha, beta, act, slope EPI_ARGS);
 #endif
