@@ -76,6 +76,16 @@ EOF
   cmake --build "$work/cmake/build"; } >"$work/cmake.log" 2>&1 || { tail -30 "$work/cmake.log"; fail "CMake build"; }
 say "built with CMake (find_package(clkit $version EXACT CONFIG)): $examples"
 
+# The request the README shows must be one this version's package takes.
+readme=$(sed -n 's/^find_package(clkit \([0-9.]*\) CONFIG REQUIRED).*/\1/p' README.md)
+[ -n "$readme" ] || fail "README shows no find_package(clkit X.Y CONFIG REQUIRED) line"
+mkdir -p "$work/readme-cmake"
+printf 'cmake_minimum_required(VERSION 3.16)\nproject(readme C)\nfind_package(clkit %s CONFIG REQUIRED)\n' "$readme" \
+  >"$work/readme-cmake/CMakeLists.txt"
+cmake -G Ninja -S "$work/readme-cmake" -B "$work/readme-cmake/build" -DCMAKE_PREFIX_PATH="$prefix" \
+  >"$work/readme-cmake.log" 2>&1 || { tail -20 "$work/readme-cmake.log"; fail "README's find_package(clkit $readme)"; }
+say "README's find_package(clkit $readme CONFIG REQUIRED) finds clkit $version"
+
 for dir in pc cmake/build; do
   for e in $examples; do
     # tune_matmul tunes into a cache of its own, as the meson test does.

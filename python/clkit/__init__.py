@@ -22,7 +22,7 @@ from .errors import (BuildError, DtypeError, Error, FileIOError, InvalidValueErr
                      OutOfMemoryError, OverlapError, ShapeError, SizeOverflowError, StrideError,
                      UnsupportedError, error_for, status_string)
 
-__version__ = "0.3.0"
+__version__ = _lib.VERSION
 
 F32, F16, BF16, U8, I32, I64 = (_lib.CLKIT_F32, _lib.CLKIT_F16, _lib.CLKIT_BF16, _lib.CLKIT_U8,
                                 _lib.CLKIT_I32, _lib.CLKIT_I64)

@@ -10,6 +10,9 @@ import ctypes.util
 import os
 from pathlib import Path
 
+# The libclkit these bindings are written for (clkit.__version__).
+VERSION = "0.3.0"
+
 # ---- enums (values as the header's declaration order gives them) ----
 
 # CLKIT_STATUS_LIST, in order: (enum name, clkit_status_string text).
@@ -337,7 +340,7 @@ def load():
             continue
         missing = [n for n in _PROTOTYPES if not hasattr(lib, n)]
         if missing:
-            tried.append("%s: %s (not libclkit 0.2: lacks %s)" % (what, path, missing[0]))
+            tried.append("%s: %s (not libclkit %s: lacks %s)" % (what, path, VERSION, missing[0]))
             continue
         for name, (restype, argtypes) in _PROTOTYPES.items():
             f = getattr(lib, name)
