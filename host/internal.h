@@ -124,6 +124,10 @@ int clkit_ptx_retarget_90a(char *ptx, size_t *len, size_t cap);
    (cl/nv/mma.h's NV_MAXNREG): a new NUL-terminated text (malloc), *len its size with the NUL;
    NULL when out of memory. */
 char *clkit_ptx_register_caps(const char *ptx, size_t *len);
+/* The binary cache's cap in bytes, 0 for none: $CLKIT_CACHE_MAX_MB (megabytes, fractions
+   allowed), else CLKIT_CACHE_MAX_MB_DEFAULT; a value that is no size warns and takes the
+   default. */
+uint64_t clkit_cache_cap(void);
 /* A verdict kept in the binary cache (a known-answer test's, named by `what`): 1 passed, 0
    failed, -1 none kept. */
 int clkit_cache_verdict(clkit_context *ctx, const char *what);

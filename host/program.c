@@ -316,9 +316,7 @@ static unsigned char *load_entry(const char *path, size_t *size)
     return buf;
 }
 
-/* The cache's cap in bytes: $CLKIT_CACHE_MAX_MB (megabytes, fractions allowed; 0: no cap),
-   default 512. */
-static uint64_t cache_cap(void)
+uint64_t clkit_cache_cap(void)
 {
     const char *s = getenv("CLKIT_CACHE_MAX_MB");
     if (!s || !*s) return (uint64_t)CLKIT_CACHE_MAX_MB_DEFAULT << 20;
@@ -382,7 +380,7 @@ static cache_file *list_entries(const char *dir, size_t *count, uint64_t *total)
    rebuild at most: loads check every entry and writers rename whole files. */
 static void prune(const char *dir, const char *keep)
 {
-    uint64_t cap = cache_cap(), total;
+    uint64_t cap = clkit_cache_cap(), total;
     size_t n;
     if (!cap) return;
     cache_file *files = list_entries(dir, &n, &total);

@@ -26,7 +26,7 @@ extern "C" {
 #endif
 
 #define CLKIT_VERSION_MAJOR 0
-#define CLKIT_VERSION_MINOR 2
+#define CLKIT_VERSION_MINOR 3
 #define CLKIT_VERSION_PATCH 0
 #define CLKIT_VERSION_STRING "0.3.0"
 

@@ -43,6 +43,8 @@ usage_error bench --op nosuch
 usage_error bench --frobnicate
 usage_error bench --reps
 usage_error bench --csv --json
+usage_error bench --op matmul --tf32 --exact-f32
+usage_error tune --tf32 --exact-f32 --shapes 64x64x64
 usage_error tune --budget 2x --shapes 64x64x64
 usage_error tune --budget 0 --shapes 64x64x64
 usage_error tune --budget -1 --shapes 64x64x64

@@ -33,6 +33,7 @@ static void usage(FILE *f)
                "Times each op over the tutorials' sizes: add, dropout and copy n = 2^12 .. 2^27\n"
                "(copy also transposes square matrices), softmax 4096 x N for N = 128 i\n"
                "(i = 2 .. 100) and 32768, grayscale 1066 x 1600 and 3840 x 2160 in u8 and f32,\n"
+               "swizzle 2048^2 and 8192^2 f32 (out at tl.swizzle2d's place, group 3),\n"
                "matmul M = N = K = 128 i (i = 2 .. 32) and 8192, M = 1, 8, 16 with\n"
                "N = K = 4096, and 16 x 512^3 batched (once with B broadcast), layernorm and\n"
                "layernorm_backward 4096 x N for N = 512 i (i = 2 .. 31) with weight and bias,\n"
@@ -165,6 +166,8 @@ static int parse(int argc, char **argv, bench_opts *o)
     if (o->op && !benched) return tool_usage_error("bench", "no op '%s' to bench", o->op);
     if (o->shapes && !o->op) return tool_usage_error("bench", "--shapes needs an --op");
     if (formats > 1) return tool_usage_error("bench", "--csv and --json exclude each other");
+    if (o->tf32 && o->exact_f32)
+        return tool_usage_error("bench", "--tf32 and --exact-f32 exclude each other");
     if (o->from && (!o->plot || formats || o->shapes || o->quick || o->reps))
         return tool_usage_error("bench", "--from plots a CSV: it takes --plot, and --op, alone");
     return -1;

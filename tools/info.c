@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "heuristics.h"
+#include "internal.h"
 #include "tool.h"
 
 #define NVIDIA_LIB "libnvidia-opencl.so.1"
@@ -433,16 +434,14 @@ static void cache_json(report *r, const cache_facts *c)
         return;
     }
     json_object *o = json_object_new_object();
-    long long cap = CLKIT_CACHE_MAX_MB_DEFAULT;
+    double cap = (double)clkit_cache_cap() / 1048576.0;
     json_object_object_add(o, "path", json_object_new_string(c->path));
     json_object_object_add(o, "exists", json_object_new_boolean(c->exists));
     json_object_object_add(o, "entries", json_object_new_int(c->entries));
     json_object_object_add(o, "bytes", json_object_new_int64((int64_t)c->bytes));
-    /* A cap the library cannot read stays as text: the library's own parsing decides. */
-    if (c->cap && tool_parse_int(c->cap, 0, INT64_MAX, &cap))
-        json_object_object_add(o, "cap_mb", json_object_new_string(c->cap));
-    else
-        json_object_object_add(o, "cap_mb", json_object_new_int64(cap));
+    /* The cap the library applies (a whole number of megabytes as an integer); 0: none */
+    json_object_object_add(o, "cap_mb", cap == (double)(int64_t)cap ? json_object_new_int64((int64_t)cap)
+                                                                    : json_object_new_double(cap));
     json_object_object_add(o, "cap_from_env", json_object_new_boolean(c->cap != NULL));
     put(r, "binary_cache", o);
 }
@@ -466,11 +465,13 @@ static void report_cache(report *r, const char *path)
     tool_bytes_text(c.bytes, text, sizeof text);
     printf("\nbinary cache: %s, %d entries, %llu bytes (%s)\n", path, c.entries,
            (unsigned long long)c.bytes, text);
-    if (c.cap)
-        printf("  capped at CLKIT_CACHE_MAX_MB=%s megabytes (0: no cap)\n", c.cap);
+    double cap = (double)clkit_cache_cap() / 1048576.0;
+    if (cap == 0)
+        printf("  no cap (CLKIT_CACHE_MAX_MB=%s)\n", c.cap);
+    else if (c.cap)
+        printf("  capped at %g megabytes (CLKIT_CACHE_MAX_MB=%s)\n", cap, c.cap);
     else
-        printf("  capped at %d megabytes (the default; CLKIT_CACHE_MAX_MB sets it)\n",
-               CLKIT_CACHE_MAX_MB_DEFAULT);
+        printf("  capped at %g megabytes (the default; CLKIT_CACHE_MAX_MB sets it)\n", cap);
 }
 
 /* ---- tuned configurations ---- */

@@ -27,7 +27,7 @@ static void usage(FILE *f)
     fprintf(f, "\n");
     fprintf(f, "\nThe device is the first GPU, else the first device; --device or $CLKIT_DEVICE\n"
                "picks another by index or name substring (nvidia, amd, pocl, cpu). Results go to\n"
-               "stdout, diagnostics to stderr. CLKIT_LOG=error|warn|info|debug sets the library's\n"
+               "stdout, diagnostics to stderr. CLKIT_LOG=none|error|warn|info|debug sets the library's\n"
                "logging; CLKIT_CACHE_DIR its cache directory of binaries and tuned configs\n"
                "(empty: none).\n");
 }

@@ -640,6 +640,14 @@ static int gray_shapes(int quick, op_shape *out)
     return quick ? 1 : 2;
 }
 
+/* Squares of f32 (an image's size, and one well past L2); quick: the first. */
+static int swizzle_shapes(int quick, op_shape *out)
+{
+    out[0] = (op_shape){.rows = 2048, .cols = 2048};
+    out[1] = (op_shape){.rows = 8192, .cols = 8192};
+    return quick ? 1 : 2;
+}
+
 /* A row that fits a work-group on chip and the target's N, whose rows a GPU may split. */
 static const op_shape layernorm_checks[] = {{.rows = 37, .cols = 1000}, {.rows = 16, .cols = 8192},
                                             {0}};
@@ -813,7 +821,8 @@ const op_def op_table[] = {
      .x_label = "pixels", .checks = gray_checks, .bench_shapes = gray_shapes,
      .call = call_gray, .reference = want_gray},
     {.name = "swizzle", .nin = 1, .planes = 1, .ndim = 2, .dtypes = OP_DT(CLKIT_F32), .lo = -4,
-     .hi = 4, .checks = swizzle_checks, .call = call_swizzle, .reference = want_swizzle},
+     .hi = 4, .x_label = "elements", .checks = swizzle_checks, .bench_shapes = swizzle_shapes,
+     .call = call_swizzle, .reference = want_swizzle},
     {.name = "matmul", .nin = 2, .planes = 1, .ndim = 3, .dtypes = FLOATS, .out_f32 = 1, .lo = -1,
      .hi = 1, .x_label = "M = N = K", .checks = matmul_checks, .bench_shapes = matmul_shapes,
      .providers = matmul_providers,

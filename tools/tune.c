@@ -188,6 +188,8 @@ static int parse(int argc, char **argv, tune_opts *o)
     if (!op || !op->tune) return tool_usage_error("tune", "no op '%s' to tune", o->op);
     if (o->shapes && o->standard)
         return tool_usage_error("tune", "--shapes and --standard exclude each other");
+    if (o->tf32 && o->exact_f32)
+        return tool_usage_error("tune", "--tf32 and --exact-f32 exclude each other");
     if (!o->shapes && !o->standard && !o->export_to && !o->import_from)
         return tool_usage_error("tune", "nothing to do: give --shapes, --standard, --export or "
                                 "--import");
