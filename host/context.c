@@ -227,9 +227,9 @@ static clkit_status choose_device(clkit_context *ctx, const char *want)
         long idx = strtol(want, &end, 10);
         if (*end == 0) {
             pick = (idx >= 0 && idx < n) ? (int)idx : -1;
-        } else {
-            for (int i = 0; i < n && pick < 0; i++)
-                if (ci_contains(c[i].label, want)) pick = i;
+        } else { /* the first GPU that matches, else the first match: "amd" is also PoCL's AMD CPU */
+            for (int i = 0; i < n; i++)
+                if (ci_contains(c[i].label, want) && (pick < 0 || (c[i].is_gpu && !c[pick].is_gpu))) pick = i;
         }
         if (pick < 0)
             return clkit_fail(ctx, CLKIT_ERR_NO_DEVICE,

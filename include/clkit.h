@@ -89,7 +89,8 @@ typedef struct clkit_options {
     const char *device;     /* NULL: $CLKIT_DEVICE, else first GPU, else first device.
                                An index ("1") or a case-insensitive substring of
                                "platform platform-vendor device vendor type" ("nvidia",
-                               "amd", "pocl", "cpu", "gpu"). */
+                               "amd", "pocl", "cpu", "gpu"): the first GPU that matches,
+                               else the first device that does. */
     const char *cache_dir;  /* NULL: $CLKIT_CACHE_DIR, else $XDG_CACHE_HOME/clkit,
                                else ~/.cache/clkit. "" disables the on-disk cache. Its
                                compiled programs are capped at $CLKIT_CACHE_MAX_MB megabytes
