@@ -47,13 +47,8 @@ static void log_init(void)
     const char *e = getenv("CLKIT_LOG");
     static const char *names[] = {"none", "error", "warn", "info", "debug"};
     log_threshold = CLKIT_LOG_WARN;
-    int known = !e || !*e;
     for (int i = 0; e && i < 5; i++)
-        if (strcasecmp(e, names[i]) == 0) log_threshold = i, known = 1;
-    /* Said here, before any callback can be installed, on stderr as clkit_log says it. */
-    if (!known)
-        fprintf(stderr, "clkit warn: CLKIT_LOG='%s' is not none, error, warn, info or debug; using warn\n",
-                e);
+        if (strcasecmp(e, names[i]) == 0) log_threshold = i;
 }
 
 void clkit_set_log_callback(clkit_log_fn fn, void *user)
