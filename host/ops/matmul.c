@@ -681,6 +681,29 @@ static void deep_split(const struct clkit_device_props *p, const problem *pr, cl
     if (chunk < pr->k && ceil_div(chunk, 64) > WAVE_CP_SLICES) *c = deep;
 }
 
+/* Rows 65-128 (or any M whose 64-row grid is twice its 128-row one) where the 128 x 64 tile
+   split in two makes about one wave: it reads each slice of B once for both 64-row blocks,
+   the quarter of L2 reads that cuBLAS saves by running its 64 x 64 tiles in clusters of two
+   sharing B (docs/nvidia-wgmma.md#split-k), on its deep ring. Each split must walk at least
+   2 WAVE_CP_SLICES slices. H200, f16, same run, us: 128 x 4096 x 4096 23.9 against 25.3 on
+   wave_pick's 64 x 64 (12 stages, unsplit), 65 and 96 x 4096 x 4096 23.7 against 25.1-25.3,
+   batch 2 x 128 x 2048 x 4096 23.7 against 25.1; shorter splits lost: K 3000 (24 slices a
+   split) 22.6 against 22.3, K 2048 17.0 against 16.4, K 1024 13.7 against 10.7
+   (bench/results/2026-11-29-thirtysecond.md). */
+static int pair_pick(const struct clkit_device_props *p, const problem *pr, clkit_config *out)
+{
+    static const int pair[3] = {128, 64, 6};
+    clkit_config c = wgmma(pair, 8);
+    int64_t groups = ceil_div(pr->m, 128) * ceil_div(pr->n, 64) * pr->batch, units = p->compute_units;
+    if (!pr->wgmma || ceil_div(pr->m, 64) != 2 * ceil_div(pr->m, 128) || 2 * groups > units ||
+        16 * groups < 7 * units || !config_legal(p, pr, &c) || !deepen(p, pr, &c))
+        return 0;
+    int chunk = tile_k_chunk(p, pr, &c);
+    if (chunk >= pr->k || ceil_div(chunk, 64) < 2 * WAVE_CP_SLICES) return 0;
+    *out = c;
+    return 1;
+}
+
 /* The first of tiles[0..n) that is bm x bn (and BLOCK_K bk, unless bk is 0); n if none. */
 static size_t find_tile(const int (*tiles)[6], size_t n, int bm, int bn, int bk)
 {
@@ -854,7 +877,8 @@ static clkit_config heuristic_config(const struct clkit_device_props *p, const p
        and ran several times slower; measurements:
        docs/nvidia-tensor-cores.md#measurements-behind-the-code). */
     clkit_config best = {0}, filling = {0}, tc;
-    if (wgmma_pick(p, pr, &best) || wave_pick(p, pr, &best) || split_pick(p, pr, &best)) return best;
+    if (wgmma_pick(p, pr, &best) || pair_pick(p, pr, &best) || wave_pick(p, pr, &best) || split_pick(p, pr, &best))
+        return best;
     uint64_t best_groups = 0; /* 0: no legal tensor-core tile */
     for (size_t i = 0; tensor_core_config(pr, i, &tc); i++) {
         if (!config_legal(p, pr, &tc)) continue;
