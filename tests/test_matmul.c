@@ -916,6 +916,35 @@ START_TEST(autotune_on_first_use)
 }
 END_TEST
 
+/* 16-bit operands the tensor cores cannot read in place (leading dimensions and offsets off
+   16 bytes, every layout, a broadcast batch, beta with relu, f16 C): on NVIDIA copied into
+   aligned scratch and multiplied there (the scratch peak shows the copies), elsewhere by the
+   portable kernels; the same result within the dtype's bound either way. */
+START_TEST(staged_operands)
+{
+    clkit_context *ctx = tu_ctx();
+    static const char layouts[][2] = {{'n', 'n'}, {'t', 'n'}, {'n', 't'}, {'t', 't'}};
+    static const int64_t sizes[][3] = {{200, 264, 1030}, {201, 130, 515}, {96, 520, 257}, {130, 72, 999}};
+    for (size_t l = 0; l < 4; l++) {
+        run r = basic(sizes[l][0], sizes[l][1], sizes[l][2]);
+        r.in = l % 2 ? CLKIT_BF16 : CLKIT_F16, r.out = l == 2 ? CLKIT_F16 : CLKIT_F32;
+        r.la = layouts[l][0], r.lb = layouts[l][1];
+        r.batch = l == 3 ? 3 : 0, r.a_bcast = l == 3;
+        r.opt.beta = l == 1 ? 0.5f : 0.0f;
+        r.opt.activation = l == 1 ? CLKIT_ACT_RELU : CLKIT_ACT_NONE;
+        check_run(ctx, &r, "staged operands");
+    }
+    run big = basic(1024, 1030, 1030);
+    big.in = CLKIT_F16;
+    clkit_scratch_peak(ctx, 1);
+    check_run(ctx, &big, "staged operands 1024 x 1030 x 1030");
+    uint64_t copies = (1024 + 1030) * 1030 * 2, peak = clkit_scratch_peak(ctx, 0);
+    if (tu_fast_path(ctx, "matmul", CLKIT_FAST_PATH_NV_MMA))
+        ck_assert_msg(peak >= copies, "scratch peak %llu: the operands were not staged", (unsigned long long)peak);
+    clkit_context_release(ctx);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("matmul");
@@ -940,6 +969,7 @@ int main(void)
     tcase_add_test(tc, skinny_deterministic);
     tcase_add_test(tc, split_counters_grow);
     tcase_add_test(tc, tile_split);
+    tcase_add_test(tc, staged_operands);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }
