@@ -272,8 +272,10 @@ clkit_matmul_options clkit_matmul_defaults(void);
    batch 0: nothing to do, OK. K = 0: C = act(beta * C). C may not overlap A or B.
    On NVIDIA GPUs of compute capability 8.0 and later, f16/bf16 operands go through the tensor
    cores (mma.sync) when each has a unit-stride dimension and its other strides and offset are
-   multiples of 8 elements (f32 operands: multiples of 4, unless exact_f32); other operands,
-   and every other device, take the portable kernels. */
+   multiples of 8 elements (f32 operands: multiples of 4, unless exact_f32). 16-bit operands
+   that miss that alignment are copied into scratch with padded rows and multiplied there
+   where the product does at least 32 flops a byte copied (clkit_scratch_peak counts the
+   copies); other operands, and every other device, take the portable kernels. */
 clkit_status clkit_matmul(clkit_context *ctx, const clkit_tensor *a, const clkit_tensor *b,
                           const clkit_tensor *c, const clkit_matmul_options *opt);
 
