@@ -3,6 +3,7 @@
 #include "internal.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +50,22 @@ static void log_init(void)
     log_threshold = CLKIT_LOG_WARN;
     for (int i = 0; e && i < 5; i++)
         if (strcasecmp(e, names[i]) == 0) log_threshold = i;
+}
+
+int clkit_env_int(const char *name, int64_t lo, int64_t hi, int64_t *out)
+{
+    const char *e = getenv(name);
+    if (!e || !*e) return 0;
+    char *end;
+    errno = 0;
+    long long v = strtoll(e, &end, 10);
+    if (*end || errno || v < lo || v > hi) {
+        clkit_log(CLKIT_LOG_WARN, "%s='%s' is not a whole number from %lld to %lld; ignored", name, e,
+                  (long long)lo, (long long)hi);
+        return 0;
+    }
+    *out = v;
+    return 1;
 }
 
 void clkit_set_log_callback(clkit_log_fn fn, void *user)

@@ -75,6 +75,9 @@ struct clkit_context {
 /* ---- errors and logging (context.c) ---- */
 /* level: a clkit_log_level (clkit.h); to stderr, or to clkit_set_log_callback's function. */
 void clkit_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* An environment variable holding a whole number in [lo, hi]: 1 with *out set; 0 when it is
+   unset or empty, and when it holds anything else, which is ignored with a warning. */
+int clkit_env_int(const char *name, int64_t lo, int64_t hi, int64_t *out);
 /* Records a message on ctx (if any) and returns status, so callers can `return clkit_fail(...)`. */
 clkit_status clkit_fail(clkit_context *ctx, clkit_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -1184,6 +1184,22 @@ START_TEST(linear_memory_and_determinism)
     ck_assert_msg(peak >= want && peak < want + slack && peak < (uint64_t)(t * v) * 4,
                   "scratch peak %llu, expected about %llu", (unsigned long long)peak,
                   (unsigned long long)want);
+    /* A chunk or token count that is not a whole positive number is ignored (with a warning):
+       the call takes the default rule's scratch, not a chunk read from the number's prefix. */
+    static const char *bad[][2] = {{"CLKIT_LCE_CHUNK", "12 columns"}, {"CLKIT_LCE_CHUNK", "-128"},
+                                   {"CLKIT_LCE_TOKENS", "8x"}};
+    uint64_t peaks[2];
+    for (size_t i = 0; i < 3; i++) {
+        for (int set = 0; set < 2; set++) {
+            if (set) tu_setenv(bad[i][0], bad[i][1]);
+            clkit_scratch_peak(ctx, 1);
+            TU_CHECK(clkit_linear_cross_entropy(ctx, &tx, &tw, NULL, &ty, NULL, &tl, &tdx, &tdw, NULL));
+            peaks[set] = clkit_scratch_peak(ctx, 1);
+        }
+        tu_unsetenv(bad[i][0]);
+        ck_assert_msg(peaks[1] == peaks[0], "%s=%s: scratch %llu, the default rule's %llu", bad[i][0],
+                      bad[i][1], (unsigned long long)peaks[1], (unsigned long long)peaks[0]);
+    }
     cl_mem all[] = {bx, bw, by, bl, bdx, bdw};
     for (size_t i = 0; i < 6; i++) clReleaseMemObject(all[i]);
     free(x), free(w), free(dw1), free(dw2);

@@ -687,12 +687,13 @@ static uint64_t ds_head_bytes(const problem *p)
     return (uint64_t)(p->hq / p->hkv) * groups_of(p->lq, 64) * groups_of(p->lk, 64) * 64 * 64 * 2;
 }
 
-/* The most scratch the dS tiles may take: CLKIT_ATTN_DS_MB mebibytes (0: the path off),
-   default 2048, within the device's largest allocation. */
+/* The most scratch the dS tiles may take: CLKIT_ATTN_DS_MB mebibytes (0: the path off; up
+   to 2^40), default 2048, within the device's largest allocation. */
 static uint64_t ds_cap(const clkit_context *ctx)
 {
-    const char *env = getenv("CLKIT_ATTN_DS_MB");
-    uint64_t cap = (env ? strtoull(env, NULL, 10) : 2048) << 20;
+    int64_t mb = 2048;
+    clkit_env_int("CLKIT_ATTN_DS_MB", 0, (int64_t)1 << 40, &mb);
+    uint64_t cap = (uint64_t)mb << 20;
     return cap < ctx->props.max_alloc ? cap : ctx->props.max_alloc;
 }
 

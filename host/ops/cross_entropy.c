@@ -547,9 +547,8 @@ static int64_t chunk_width(const struct clkit_device_props *p, int64_t t, int64_
                            uint64_t bytes_per_logit, uint64_t budget, const int *tile, int64_t resident)
 {
     int64_t cols = tile ? FUSED_COLS : LCE_COLS;
-    const char *env = getenv("CLKIT_LCE_CHUNK");
-    int64_t w = env ? atoll(env) : 0;
-    bool given = w > 0;
+    int64_t w = 0;
+    bool given = clkit_env_int("CLKIT_LCE_CHUNK", 1, INT32_MAX, &w);
     if (!given) {
         if (p->max_alloc / 2 < budget) budget = p->max_alloc / 2;
         w = (int64_t)(budget / ((uint64_t)t * bytes_per_logit));
@@ -915,10 +914,9 @@ static clkit_status lce_backward(clkit_context *ctx, lce *l)
 static int64_t token_rows(const struct clkit_device_props *p, const lce *l)
 {
     if (!l->fused || !wants_grads(l)) return 0;
-    const char *env = getenv("CLKIT_LCE_TOKENS");
-    int64_t given = env ? atoll(env) : 0, t = l->c.t, v = l->c.v;
-    if (given > 0) return given < t ? given : t;
-    if (getenv("CLKIT_LCE_CHUNK")) return 0;
+    int64_t given = 0, t = l->c.t, v = l->c.v;
+    if (clkit_env_int("CLKIT_LCE_TOKENS", 1, INT32_MAX, &given)) return given < t ? given : t;
+    if (clkit_env_int("CLKIT_LCE_CHUNK", 1, INT32_MAX, &given)) return 0;
     uint64_t fixed = (l->dw ? (uint64_t)v * (uint64_t)l->d * 4 : 0) + (l->db ? (uint64_t)v * 4 : 0);
     uint64_t budget = l->budget / 8 * 7, zrow = (uint64_t)round_up(v, 8) * clkit_dtype_size(l->dt);
     if (fixed >= budget) return 0;
