@@ -246,7 +246,9 @@ typedef struct clkit_matmul_options {
        4 NVIDIA tensor cores: BLOCK_M, BLOCK_N, BLOCK_K, WARPS_M, WARPS_N, STAGES, GROUP_M,
        WGMMA (1: Hopper's wgmma) and splits, as for 3 (automatic: grids short of the
        device's compute units split);
-       5 AMD matrix cores: BLOCK_M, BLOCK_N, BLOCK_K, WAVES_M, WAVES_N, GROUP_M). */
+       5 AMD matrix cores: BLOCK_M, BLOCK_N, BLOCK_K, WAVES_M, WAVES_N, GROUP_M); "provider=1"
+       alone names CLBlast's GEMM, as `clkit tune` records a win of CLBlast's (1 here is not
+       CLKIT_PROVIDER_CLKIT). */
     const char *config;
     /* f32 operands on NVIDIA tensor cores. By default they run there as 3xTF32 (each operand
        split into its TF32 part and the remainder, three TF32 products a step, each step's sum
@@ -445,7 +447,10 @@ const char  *clkit_cache_dir(const clkit_context *ctx);
 typedef void (*clkit_tuned_entry_fn)(void *user, const char *op, const char *dtype,
                                      const char *layout, const char *shape, const char *config,
                                      double ms);
-/* Calls fn for each tuned entry of this context's device. */
+/* Calls fn for each tuned entry of this context's device. shape is the entry's key as JSON
+   array text, e.g. "[ 4096, 4096, 4096, 1 ]": matmul M, N, K and batch; attention Lq, Lk, the
+   head dim and batch x query heads. config is a config string as clkit_matmul_options.config
+   takes it; ms the time it was tuned at. */
 clkit_status clkit_tuned_list(clkit_context *ctx, clkit_tuned_entry_fn fn, void *user);
 /* Writes every tuned entry (all devices) to path, to ship with a deployment. Malformed entries
    are skipped with a warning; an unreadable or corrupt tuned.json is CLKIT_ERR_IO. */
