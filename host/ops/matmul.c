@@ -1473,8 +1473,8 @@ static void stage_release(clkit_context *ctx, staged *st)
 }
 
 /* Where staging pays (stage_pays): scratch for copies of pr's misaligned operands, the copies
-   enqueued, and the problem on them in *sp; returns 1. Else, also where scratch runs short,
-   0 with nothing held or enqueued, and no error left. */
+   enqueued, and the problem on them in *sp; returns 1. Else, also where scratch runs short
+   or a copy fails, 0 with no scratch held and no error left. */
 static int stage(clkit_context *ctx, const problem *pr, const clkit_tensor *c, staged *st, problem *sp)
 {
     if (!stage_pays(ctx, pr)) return 0;
