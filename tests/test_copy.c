@@ -230,6 +230,31 @@ START_TEST(strided_views)
 }
 END_TEST
 
+/* Rows with the unit stride on both sides but different padding, offsets or directions
+   elsewhere (copy_rows from 64 elements a row; the strided path below): row lengths around
+   the lanes a work-group takes, batches, rows walked backwards, conversions. */
+START_TEST(padded_rows)
+{
+    clkit_context *ctx = tu_ctx();
+    static const int64_t cols[] = {63, 64, 100, 257, 1030};
+    for (size_t i = 0; i < sizeof cols / sizeof *cols; i++) {
+        int64_t s2[2] = {37, cols[i]}, s3[3] = {3, 5, cols[i]};
+        layout a = make_layout(2, s2, row_major, 1, 5, 0, 3), b = dense(2, s2);
+        layout c = make_layout(2, s2, row_major, 1, 2, 1, 0), d = make_layout(3, s3, row_major, 1, 7, 3, 1);
+        layout e = dense(3, s3);
+        for (size_t t = 0; t < 6; t++) {
+            clkit_dtype dt = all_dtypes[t];
+            check_copy(ctx, dt, &a, dt, &b, "padded rows -> dense");
+            check_copy(ctx, dt, &b, dt, &c, "dense -> padded rows walked backwards");
+            check_copy(ctx, dt, &d, dt, &e, "padded 3-D, outer dims backwards -> dense");
+        }
+        check_copy(ctx, CLKIT_F16, &a, CLKIT_F32, &c, "convert padded rows");
+        check_copy(ctx, CLKIT_F32, &d, CLKIT_BF16, &e, "convert padded 3-D");
+    }
+    clkit_context_release(ctx);
+}
+END_TEST
+
 /* Which kernel a layout takes, seen through the build log: only layouts whose unit strides
    differ use the tile kernel; dense ones the vector kernel. */
 static int builds_of(const layout *lx, const layout *lo, const char *needle)
@@ -399,6 +424,7 @@ int main(void)
     tcase_add_test(tc, transpose_2d);
     tcase_add_test(tc, permutations);
     tcase_add_test(tc, strided_views);
+    tcase_add_test(tc, padded_rows);
     tcase_add_test(tc, dispatch);
     tcase_add_test(tc, raw_bits);
     tcase_add_test(tc, noops);

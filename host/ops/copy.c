@@ -99,6 +99,39 @@ static clkit_status launch_transpose(clkit_context *ctx, const clkit_plan *plan,
     return clkit_plan_run(ctx, plan, &a);
 }
 
+/* copy_rows serves rows of at least ROWS_MIN elements: shorter ones would leave most of a
+   work-group's lanes idle, where the strided path keeps every lane on an element. */
+#define ROWS_MIN 64
+
+/* Whether x and out (merged views) both walk their last dim with the unit stride, in rows
+   long enough for copy_rows, and are not both dense (the dense path's vector loads). */
+static bool by_rows(const clkit_view v[2], int ndim)
+{
+    int last = CLKIT_MAX_DIMS - 1;
+    return v[0].strides.s[last] == 1 && v[1].strides.s[last] == 1 && v[0].shape.s[last] >= ROWS_MIN &&
+           !(clkit_view_is_dense(&v[0], ndim) && clkit_view_is_dense(&v[1], ndim));
+}
+
+/* copy_rows: a work-group of lanes along each row (the streaming size, halved while a row
+   fills less than half of it), the grid striding over the rows. */
+static clkit_status launch_rows(clkit_context *ctx, const char *opts, const clkit_tensor *x,
+                                const clkit_tensor *out, const clkit_view v[2])
+{
+    cl_kernel k;
+    clkit_status s = clkit_get_kernel(ctx, "copy.cl", "copy_rows", opts, &k);
+    if (s) return s;
+    const cl_long *sh = v[0].shape.s;
+    size_t lanes = clkit_stream_wg(&ctx->props, clkit_kernel_wg_limit(ctx, k));
+    while (lanes > ctx->props.warp && (cl_long)lanes / 2 >= sh[CLKIT_MAX_DIMS - 1]) lanes /= 2;
+    uint64_t rows = (uint64_t)sh[0] * (uint64_t)sh[1] * (uint64_t)sh[2];
+    size_t global[2] = {lanes, clkit_stream_groups(&ctx->props, rows * lanes, lanes)}, local[2] = {lanes, 1};
+    clkit_args a = clkit_args_of(k);
+    clkit_arg_mem(&a, x->buffer), clkit_arg_long(&a, v[0].offset), clkit_arg_long4(&a, v[0].strides);
+    clkit_arg_mem(&a, out->buffer), clkit_arg_long(&a, v[1].offset), clkit_arg_long4(&a, v[1].strides);
+    clkit_arg_long4(&a, v[0].shape);
+    return clkit_run(ctx, &a, 2, global, local);
+}
+
 clkit_status clkit_copy(clkit_context *ctx, const clkit_tensor *x, const clkit_tensor *out)
 {
     if (!ctx) return CLKIT_ERR_NULL_ARGUMENT;
@@ -135,5 +168,6 @@ clkit_status clkit_copy(clkit_context *ctx, const clkit_tensor *x, const clkit_t
         if (s != CLKIT_ERR_UNSUPPORTED) return s;
         clkit_clear_error(ctx);
     }
+    if (by_rows(v, ndim)) return launch_rows(ctx, opts, x, out, v);
     return clkit_launch_pointwise(ctx, "copy.cl", "copy", opts, 2, ts, NULL, NULL);
 }
