@@ -67,21 +67,15 @@ __kernel void copy_strided(__global const in_t *x, long x_off, long4 x_strides,
             IN(x, x_off + strided_offset(i, shape, x_strides)));
 }
 
-/* Row r of the flattened outer dims (s0 x s1 x s2) starts at the returned element offset. */
-inline long row_offset(long r, long4 shape, long4 strides)
-{
-    long r2 = r % shape.s2, r01 = r / shape.s2;
-    return r01 / shape.s1 * strides.s0 + r01 % shape.s1 * strides.s1 + r2 * strides.s2;
-}
-
-/* A work-group a row at a time (dimension 1 strides over the rows), its lanes along it. */
+/* A work-group a row at a time (dimension 1 strides over the rows), its lanes along it; row
+   r starts where element r * s3 does. */
 __kernel void copy_rows(__global const in_t *x, long x_off, long4 x_strides, __global out_t *out,
                         long out_off, long4 out_strides, long4 shape)
 {
     long rows = shape.s0 * shape.s1 * shape.s2;
     for (long r = get_group_id(1); r < rows; r += get_num_groups(1)) {
-        __global const in_t *xr = x + x_off + row_offset(r, shape, x_strides);
-        __global out_t *orow = out + out_off + row_offset(r, shape, out_strides);
+        __global const in_t *xr = x + x_off + strided_offset(r * shape.s3, shape, x_strides);
+        __global out_t *orow = out + out_off + strided_offset(r * shape.s3, shape, out_strides);
         for (long c = get_local_id(0); c < shape.s3; c += get_local_size(0))
             OUT(orow, c, IN(xr, c));
     }

@@ -88,14 +88,22 @@ static clkit_status plan_transpose(clkit_context *ctx, void *arg, size_t wg_limi
     return CLKIT_OK;
 }
 
+/* The arguments copy_transpose and copy_rows share: x and out, each with its offset and
+   strides in v, then the shape. */
+static clkit_args view_args(cl_kernel k, const clkit_tensor *x, const clkit_tensor *out, const clkit_view v[2])
+{
+    clkit_args a = clkit_args_of(k);
+    clkit_arg_mem(&a, x->buffer), clkit_arg_long(&a, v[0].offset), clkit_arg_long4(&a, v[0].strides);
+    clkit_arg_mem(&a, out->buffer), clkit_arg_long(&a, v[1].offset), clkit_arg_long4(&a, v[1].strides);
+    clkit_arg_long4(&a, v[0].shape);
+    return a;
+}
+
 static clkit_status launch_transpose(clkit_context *ctx, const clkit_plan *plan, cl_kernel k,
                                      const clkit_tensor *x, const clkit_tensor *out,
                                      const clkit_view t[2])
 {
-    clkit_args a = clkit_args_of(k);
-    clkit_arg_mem(&a, x->buffer), clkit_arg_long(&a, t[0].offset), clkit_arg_long4(&a, t[0].strides);
-    clkit_arg_mem(&a, out->buffer), clkit_arg_long(&a, t[1].offset), clkit_arg_long4(&a, t[1].strides);
-    clkit_arg_long4(&a, t[0].shape);
+    clkit_args a = view_args(k, x, out, t);
     return clkit_plan_run(ctx, plan, &a);
 }
 
@@ -125,10 +133,7 @@ static clkit_status launch_rows(clkit_context *ctx, const char *opts, const clki
     while (lanes > ctx->props.warp && (cl_long)lanes / 2 >= sh[CLKIT_MAX_DIMS - 1]) lanes /= 2;
     uint64_t rows = (uint64_t)sh[0] * (uint64_t)sh[1] * (uint64_t)sh[2];
     size_t global[2] = {lanes, clkit_stream_groups(&ctx->props, rows * lanes, lanes)}, local[2] = {lanes, 1};
-    clkit_args a = clkit_args_of(k);
-    clkit_arg_mem(&a, x->buffer), clkit_arg_long(&a, v[0].offset), clkit_arg_long4(&a, v[0].strides);
-    clkit_arg_mem(&a, out->buffer), clkit_arg_long(&a, v[1].offset), clkit_arg_long4(&a, v[1].strides);
-    clkit_arg_long4(&a, v[0].shape);
+    clkit_args a = view_args(k, x, out, v);
     return clkit_run(ctx, &a, 2, global, local);
 }
 

@@ -1412,9 +1412,9 @@ static clkit_status choose(clkit_context *ctx, const problem *pr, clkit_config *
 /* ---- misaligned operands, staged ---- */
 
 /* Where only alignment keeps the tensor cores from a 16-bit product (K or N not a multiple of
-   8, a view that starts mid-chunk or has no unit stride), each misaligned
-   operand is copied into scratch with its rows padded to whole 16-byte chunks, and the
-   product runs on the copies. The copy reads and writes the operand once; it pays where the
+   8, a view that starts mid-chunk or has no unit stride), each misaligned operand is copied
+   into scratch with its rows padded to whole 16-byte chunks, and the product runs on the
+   copies. The copy reads and writes the operand once; it pays where the
    product does at least STAGE_MIN_FLOPS_PER_BYTE flops a byte copied: the portable kernels
    that serve such operands otherwise ran f16 128 x 4000 x 4100 in 447 us on an H200, where
    the tensor cores take about 24 us (bench/results/2026-11-29-thirtysecond.md). Misaligned
