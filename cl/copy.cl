@@ -67,8 +67,9 @@ __kernel void copy_strided(__global const in_t *x, long x_off, long4 x_strides,
             IN(x, x_off + strided_offset(i, shape, x_strides)));
 }
 
-/* A work-group a row at a time (dimension 1 strides over the rows), its lanes along it; row
-   r starts where element r * s3 does. */
+/* Rows along dimension 1 of the grid, each row's elements along dimension 0 (a row may span
+   several work-groups, so that a few long rows still fill the device); row r starts where
+   element r * s3 does. */
 __kernel void copy_rows(__global const in_t *x, long x_off, long4 x_strides, __global out_t *out,
                         long out_off, long4 out_strides, long4 shape)
 {
@@ -76,7 +77,7 @@ __kernel void copy_rows(__global const in_t *x, long x_off, long4 x_strides, __g
     for (long r = get_group_id(1); r < rows; r += get_num_groups(1)) {
         __global const in_t *xr = x + x_off + strided_offset(r * shape.s3, shape, x_strides);
         __global out_t *orow = out + out_off + strided_offset(r * shape.s3, shape, out_strides);
-        for (long c = get_local_id(0); c < shape.s3; c += get_local_size(0))
+        for (long c = get_global_id(0); c < shape.s3; c += get_global_size(0))
             OUT(orow, c, IN(xr, c));
     }
 }
