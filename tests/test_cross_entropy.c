@@ -1142,6 +1142,18 @@ static void rerun_equal(clkit_context *ctx, const lce_rerun *r, const char *env,
                   "%s=%s: reruns differ", env, value);
 }
 
+/* Warnings that name one variable, counted through the log callback. */
+typedef struct env_warnings {
+    const char *name;
+    int count;
+} env_warnings;
+
+static void count_env_warnings(void *user, clkit_log_level level, const char *message)
+{
+    env_warnings *w = user;
+    if (level == CLKIT_LOG_WARN && strstr(message, w->name)) w->count++;
+}
+
 /* Chunked, the scratch stays far below the (T, V) logits; reruns are bitwise equal, on
    vocabulary chunks and (tensor cores) on token chunks, whether a call's scratch comes from
    the context's pool (stale contents) or is new. */
@@ -1190,15 +1202,20 @@ START_TEST(linear_memory_and_determinism)
                                    {"CLKIT_LCE_TOKENS", "8x"}};
     uint64_t peaks[2];
     for (size_t i = 0; i < 3; i++) {
+        env_warnings seen = {bad[i][0], 0};
         for (int set = 0; set < 2; set++) {
-            if (set) tu_setenv(bad[i][0], bad[i][1]);
+            if (set) tu_setenv(bad[i][0], bad[i][1]), clkit_set_log_callback(count_env_warnings, &seen);
             clkit_scratch_peak(ctx, 1);
             TU_CHECK(clkit_linear_cross_entropy(ctx, &tx, &tw, NULL, &ty, NULL, &tl, &tdx, &tdw, NULL));
             peaks[set] = clkit_scratch_peak(ctx, 1);
         }
+        clkit_set_log_callback(NULL, NULL);
         tu_unsetenv(bad[i][0]);
         ck_assert_msg(peaks[1] == peaks[0], "%s=%s: scratch %llu, the default rule's %llu", bad[i][0],
                       bad[i][1], (unsigned long long)peaks[1], (unsigned long long)peaks[0]);
+        /* One warning a call (CLKIT_LCE_TOKENS is read only where token chunks could serve). */
+        ck_assert_msg(seen.count == 1 || (i == 2 && seen.count == 0), "%s=%s: %d warnings in one call",
+                      bad[i][0], bad[i][1], seen.count);
     }
     cl_mem all[] = {bx, bw, by, bl, bdx, bdw};
     for (size_t i = 0; i < 6; i++) clReleaseMemObject(all[i]);

@@ -537,18 +537,17 @@ static int64_t wave_width(int64_t t, int64_t v, int64_t w, const int *tile, int6
     return best;
 }
 
-/* Columns per chunk: $CLKIT_LCE_CHUNK when set to a positive count, else the most whose
+/* Columns per chunk: `given` ($CLKIT_LCE_CHUNK; 0 when unset), else the most whose
    scratch (T x chunk f32 logits, plus the gradient in the storage dtype when it cannot
    overwrite them; fused: the gradient alone) fits min(budget, max_alloc / 2), a multiple of
    LCE_COLS (fused: FUSED_COLS, which the epilogue's slots need, also for a given count) and at
    least that; never more than V. Fused (tile: the GEMMs' BLOCK_M, BLOCK_N, `resident` at
    once), the default is wave_width's. */
-static int64_t chunk_width(const struct clkit_device_props *p, int64_t t, int64_t v,
+static int64_t chunk_width(const struct clkit_device_props *p, int64_t t, int64_t v, int64_t given,
                            uint64_t bytes_per_logit, uint64_t budget, const int *tile, int64_t resident)
 {
     int64_t cols = tile ? FUSED_COLS : LCE_COLS;
-    int64_t w = 0;
-    bool given = clkit_env_int("CLKIT_LCE_CHUNK", 1, INT32_MAX, &w);
+    int64_t w = given;
     if (!given) {
         if (p->max_alloc / 2 < budget) budget = p->max_alloc / 2;
         w = (int64_t)(budget / ((uint64_t)t * bytes_per_logit));
@@ -906,17 +905,17 @@ static clkit_status lce_backward(clkit_context *ctx, lce *l)
                           would be read and written too often) */
 
 /* Rows per token chunk, 0 where the vocabulary chunks serve: fused only, with gradients asked
-   for; $CLKIT_LCE_TOKENS when set to a positive count ($CLKIT_LCE_CHUNK alone forces the
-   vocabulary chunks); else the most rows whose logits, per-tile states and targets fit seven
+   for; $CLKIT_LCE_TOKENS when set to a positive count (a `chunk` given by $CLKIT_LCE_CHUNK
+   alone forces the vocabulary chunks); else the most rows whose logits, per-tile states and targets fit seven
    eighths of the fused budget beside the f32 dweight and dbias sums, a multiple of 128 and
    at least TOKEN_MIN (or all T), evened out over the chunks. The last eighth is for dx_splits'
    partials. */
-static int64_t token_rows(const struct clkit_device_props *p, const lce *l)
+static int64_t token_rows(const struct clkit_device_props *p, const lce *l, int64_t chunk)
 {
     if (!l->fused || !wants_grads(l)) return 0;
     int64_t given = 0, t = l->c.t, v = l->c.v;
     if (clkit_env_int("CLKIT_LCE_TOKENS", 1, INT32_MAX, &given)) return given < t ? given : t;
-    if (clkit_env_int("CLKIT_LCE_CHUNK", 1, INT32_MAX, &given)) return 0;
+    if (chunk) return 0;
     uint64_t fixed = (l->dw ? (uint64_t)v * (uint64_t)l->d * 4 : 0) + (l->db ? (uint64_t)v * 4 : 0);
     uint64_t budget = l->budget / 8 * 7, zrow = (uint64_t)round_up(v, 8) * clkit_dtype_size(l->dt);
     if (fixed >= budget) return 0;
@@ -976,7 +975,9 @@ static clkit_status lce_scratch(clkit_context *ctx, lce *l)
     l->gemm = l->token_tile_ok ? l->token_tile : fused_tiles[l->tile];
     l->slots = (int)((l->c.v + l->gemm[1] - 1) / l->gemm[1]);
     l->budget = lce_budget(l->c.t, l->c.v);
-    if ((l->tokens = token_rows(&ctx->props, l))) return token_scratch(ctx, l);
+    int64_t given = 0; /* read once a call: a bad value warns once */
+    clkit_env_int("CLKIT_LCE_CHUNK", 1, INT32_MAX, &given);
+    if ((l->tokens = token_rows(&ctx->props, l, given))) return token_scratch(ctx, l);
     l->gemm = fused_tiles[l->tile];
     l->slots = (int)((l->c.v + l->gemm[1] - 1) / l->gemm[1]);
     size_t slots = (size_t)l->slots;
@@ -986,10 +987,10 @@ static clkit_status lce_scratch(clkit_context *ctx, lce *l)
         char config[160];
         fused_config(l->gemm, config, sizeof config);
         uint64_t budget = fixed + LCE_BUDGET < l->budget ? l->budget - fixed : LCE_BUDGET;
-        l->chunk = chunk_width(&ctx->props, l->c.t, l->c.v, es, budget, l->gemm,
+        l->chunk = chunk_width(&ctx->props, l->c.t, l->c.v, given, es, budget, l->gemm,
                                (int64_t)clkit_matmul_resident(ctx, l->dt, config));
     } else {
-        l->chunk = chunk_width(&ctx->props, l->c.t, l->c.v, 4 + (s16 ? es : 0), LCE_BUDGET, NULL, 0);
+        l->chunk = chunk_width(&ctx->props, l->c.t, l->c.v, given, 4 + (s16 ? es : 0), LCE_BUDGET, NULL, 0);
     }
     l->nchunks = (l->c.v + l->chunk - 1) / l->chunk;
     l->ldz = round_up(l->chunk, 4);
