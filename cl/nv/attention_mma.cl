@@ -412,7 +412,8 @@ INLINE void wg_product(float *acc, const float *p, __local const uchar *vs)
     wg_pin_frags(a);
 }
 
-/* acc = acc * alpha + P V: the forward's step. */
+/* acc = acc * alpha + P V: the forward's step (no multiplies where both of the lane's rows
+   keep their max: alpha 1). */
 INLINE void wg_rescale_product(float *acc, const float alpha[2], const float *p,
                                __local const uchar *vs)
 {
@@ -549,7 +550,7 @@ INLINE void tma_rows(__local uchar *tile, __global const ulong16 *map, int rows,
 #if defined(ATTN_FWD) || defined(ATTN_DECODE)
 /* The wgmma forward keeps a row's m until a block's max passes it by more than RESCALE_SLACK
    (log2 units, as FlashAttention-4 does): P is then at most 2^8, which f16, bf16 and the f32
-   sums hold exactly as well, and most blocks after the first few leave o_scale at 1, so that
+   sums hold as precisely as values below 1, and most blocks after the first few leave o_scale at 1, so that
    wg_rescale_product skips the output's multiplies. o and lse are the same either way: l and
    o carry the same m. H200, ms, one call: f16 D 128 L 1k / 2k / 4k / causal 4k 0.263 / 0.478 /
    0.915 / 0.487 -> 0.253 / 0.457 / 0.875 / 0.467, bf16 causal 0.489 -> 0.472; D 64 (32
