@@ -10,9 +10,15 @@
 # they serve whose tiles fit the architecture's local memory, and its wgmma_fwd tiles for sm_90a (loaded by cp.async and by the TMA);
 # and softmax's and layer norm's
 # warp-shuffle builds. Prints "nvptx-compile: N passed, M failed"; exits nonzero on any failure.
-# Usage: tests/compile_nvptx.sh [CLANG=clang-19]
+# Usage: tests/compile_nvptx.sh [CLANG=clang-19] [SHARD/SHARDS=0/1]: with a shard, only every
+# SHARDS-th build from the SHARD-th (0-based) runs, so that that many processes share the
+# builds (.ci/run runs two, one a core); their counts add up.
 set -u
 clang=${1:-clang-19}
+IFS=/ read -r shard shards <<<"${2:-0/1}"
+[[ "$shard" =~ ^[0-9]+$ && "$shards" =~ ^[1-9][0-9]*$ && "$shard" -lt "$shards" ]] ||
+  { echo "bad shard '${2:-}' (SHARD/SHARDS, SHARD < SHARDS)"; exit 2; }
+builds=0
 root=$(cd "$(dirname "$0")/.." && pwd)
 ptxas=$(command -v ptxas || echo /usr/local/cuda/bin/ptxas)
 libclc=/usr/lib/clc/nvptx64--nvidiacl.bc
@@ -60,6 +66,8 @@ register_caps() {
 build() {
   local name=$1 sm=$2 file=$3
   shift 3
+  builds=$((builds + 1))
+  [ $(((builds - 1) % shards)) -eq "$shard" ] || return 0
   if out=$("$clang" -cl-std=CL1.2 -target nvptx64-nvidia-nvcl -O2 -Wno-linker-warnings \
         -Xclang -target-cpu -Xclang "sm_${sm%a}" -Xclang -target-feature -Xclang +ptx80 \
         -Xclang -finclude-default-header -Xclang -mlink-builtin-bitcode -Xclang "$libclc" \
