@@ -1214,8 +1214,8 @@ START_TEST(linear_memory_and_determinism)
         ck_assert_msg(peaks[1] == peaks[0], "%s=%s: scratch %llu, the default rule's %llu", bad[i][0],
                       bad[i][1], (unsigned long long)peaks[1], (unsigned long long)peaks[0]);
         /* One warning a call (CLKIT_LCE_TOKENS is read only where token chunks could serve). */
-        ck_assert_msg(seen.count == 1 || (i == 2 && seen.count == 0), "%s=%s: %d warnings in one call",
-                      bad[i][0], bad[i][1], seen.count);
+        ck_assert_msg(seen.count == 1 || (strcmp(bad[i][0], "CLKIT_LCE_TOKENS") == 0 && seen.count == 0),
+                      "%s=%s: %d warnings in one call", bad[i][0], bad[i][1], seen.count);
     }
     cl_mem all[] = {bx, bw, by, bl, bdx, bdw};
     for (size_t i = 0; i < 6; i++) clReleaseMemObject(all[i]);

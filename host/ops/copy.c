@@ -137,9 +137,9 @@ static clkit_status launch_rows(clkit_context *ctx, const char *opts, const clki
     while (lanes > ctx->props.warp && (cl_long)lanes / 2 >= sh[CLKIT_MAX_DIMS - 1]) lanes /= 2;
     uint64_t rows = (uint64_t)sh[0] * (uint64_t)sh[1] * (uint64_t)sh[2];
     uint64_t spans = ((uint64_t)sh[CLKIT_MAX_DIMS - 1] + lanes - 1) / lanes;
-    uint64_t wave = (uint64_t)ctx->props.compute_units * clkit_occupancy(&ctx->props, lanes, 0, 0);
-    uint64_t per_row = rows >= wave ? 1 : (wave + rows - 1) / rows;
-    if (per_row > spans) per_row = spans;
+    /* One resident wave of groups, no more than the rows' spans: rows that fill it keep one each. */
+    size_t wave = clkit_persistent_groups(&ctx->props, clkit_occupancy(&ctx->props, lanes, 0, 0), rows * spans);
+    uint64_t per_row = (wave + rows - 1) / rows;
     size_t global[2] = {lanes * (size_t)per_row, clkit_stream_groups(&ctx->props, rows * lanes, lanes)};
     size_t local[2] = {lanes, 1};
     clkit_args a = view_args(k, x, out, v);
